@@ -1,0 +1,121 @@
+//! The channel seams. Ingress and reply are separate, small traits: an adapter
+//! that receives from a platform hands normalized messages to an
+//! [`InboundSink`]; the outbound path sends replies through a
+//! [`ChannelOutbound`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::ids::{ChannelName, ConversationId};
+use crate::message::{ConversationRef, InboundMessage, OutboundMessage};
+use crate::retry::RetryClass;
+use crate::store::StoreError;
+use crate::task::Enqueued;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("platform rate limited the request; retry after {retry_after:?}")]
+    RateLimited { retry_after: Duration },
+    #[error("platform request failed: {0}")]
+    Transient(String),
+    #[error("platform refused the request: {0}")]
+    Fatal(String),
+}
+
+impl ChannelError {
+    pub fn retry_class(&self) -> RetryClass {
+        match self {
+            ChannelError::RateLimited { retry_after } => RetryClass::RetryAfter(*retry_after),
+            ChannelError::Transient(_) => RetryClass::Transient,
+            ChannelError::Fatal(_) => RetryClass::Fatal,
+        }
+    }
+}
+
+/// What a platform said about a message it accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentMessage {
+    /// The platform's ids of the messages sent (one per chunk).
+    pub platform_message_ids: Vec<String>,
+}
+
+/// Sends replies to one channel's conversations.
+#[async_trait]
+pub trait ChannelOutbound: Send + Sync {
+    fn channel(&self) -> ChannelName;
+
+    /// Sends one reply, split as the platform needs. Returns once the platform
+    /// accepted every part.
+    async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError>;
+
+    /// Shows that Herald is working on an answer. Channels without the
+    /// ability do nothing.
+    async fn typing(&self, _conversation: &ConversationRef) -> Result<(), ChannelError> {
+        Ok(())
+    }
+}
+
+/// Where channel adapters put what they receive. Implemented by the gateway:
+/// it applies access control and stores the message on the queue before the
+/// adapter acknowledges it to the platform.
+#[async_trait]
+pub trait InboundSink: Send + Sync {
+    async fn accept(&self, message: InboundMessage) -> Result<Admission, StoreError>;
+}
+
+/// What became of an inbound message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    Queued(Enqueued),
+    /// Not for Herald (a group message without a mention, the bot's own).
+    Ignored,
+    /// The sender may not use Herald; nothing was queued.
+    Denied {
+        conversation: ConversationId,
+    },
+}
+
+/// The outbound side of every configured channel, by name.
+#[derive(Clone, Default)]
+pub struct Outbound {
+    channels: BTreeMap<ChannelName, Arc<dyn ChannelOutbound>>,
+}
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.channels.keys()).finish()
+    }
+}
+
+impl Outbound {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with(mut self, channel: Arc<dyn ChannelOutbound>) -> Self {
+        self.channels.insert(channel.channel(), channel);
+        self
+    }
+
+    pub fn get(&self, channel: &ChannelName) -> Option<&Arc<dyn ChannelOutbound>> {
+        self.channels.get(channel)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &ChannelName> {
+        self.channels.keys()
+    }
+
+    /// Sends through the conversation's channel.
+    pub async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
+        match self.channels.get(&message.conversation.channel) {
+            Some(channel) => channel.send(message).await,
+            None => Err(ChannelError::Fatal(format!(
+                "channel `{}` is not configured in this process",
+                message.conversation.channel
+            ))),
+        }
+    }
+}

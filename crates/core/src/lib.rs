@@ -1,0 +1,31 @@
+//! Herald's core: the domain types every other crate speaks, and the traits at
+//! the seams where a second implementation exists or a test needs one.
+//!
+//! Architecture invariant: this crate does no I/O. It knows nothing of SQL,
+//! HTTP, YAML or any chat platform; those live in the crates that depend on it.
+//! A type belongs here when two or more crates must agree on it.
+
+pub mod access;
+pub mod channel;
+pub mod duration;
+pub mod history;
+pub mod ids;
+pub mod llm;
+pub mod message;
+pub mod retry;
+pub mod store;
+pub mod task;
+pub mod time;
+pub mod tools;
+
+pub use access::Admins;
+pub use channel::{Admission, ChannelError, ChannelOutbound, InboundSink, Outbound, SentMessage};
+pub use history::{HistoryEntry, NewHistoryEntry, Role};
+pub use ids::{ActorId, ChannelName, ConversationId, TaskId};
+pub use llm::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, ToolCall, ToolSpec, Usage};
+pub use message::{Attachment, ConversationKind, ConversationRef, InboundMessage, OutboundMessage, Sender};
+pub use retry::{Backoff, RetryClass};
+pub use store::{ConversationStore, DeliveryReceipt, QueueStats, StoreError, TaskQueue};
+pub use task::{ClaimFilter, Enqueued, FailOutcome, InstructionOrigin, Lease, NewTask, Task, TaskPayload, TaskState};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use tools::{NoTools, PromptSection, ToolOutput, Toolbox, TurnPreparation, TurnScope};

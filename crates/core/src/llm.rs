@@ -1,0 +1,141 @@
+//! The model seam: one chat completion with native tool calling. The agent
+//! loop talks to this trait; `herald-llm` implements it over async-openai.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::retry::RetryClass;
+
+/// A tool the model may call, described by a JSON schema.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// A tool call the model asked for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments exactly as the model wrote them: a JSON text that may be
+    /// invalid, which the tool layer reports back to the model.
+    pub arguments: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum ChatMessage {
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
+    Assistant {
+        content: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    Tool {
+        tool_call_id: String,
+        content: String,
+    },
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        ChatMessage::System {
+            content: content.into(),
+        }
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage::User {
+            content: content.into(),
+        }
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        ChatMessage::Assistant {
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    /// Characters this message takes in the prompt, for budget accounting.
+    pub fn chars(&self) -> usize {
+        match self {
+            ChatMessage::System { content } | ChatMessage::User { content } => content.chars().count(),
+            ChatMessage::Assistant { content, tool_calls } => {
+                content.as_deref().map_or(0, |c| c.chars().count())
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.chars().count())
+                        .sum::<usize>()
+            }
+            ChatMessage::Tool { content, .. } => content.chars().count(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error("model endpoint rate limited the request")]
+    RateLimited { retry_after: Option<Duration> },
+    #[error("model endpoint answered {status}: {message}")]
+    Server { status: u16, message: String },
+    #[error("model endpoint refused the request ({status}): {message}")]
+    Rejected { status: u16, message: String },
+    #[error("model request timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("cannot reach the model endpoint: {0}")]
+    Connect(String),
+    #[error("model answered something Herald cannot read: {0}")]
+    BadResponse(String),
+}
+
+impl LlmError {
+    pub fn retry_class(&self) -> RetryClass {
+        match self {
+            LlmError::RateLimited {
+                retry_after: Some(after),
+            } => RetryClass::RetryAfter(*after),
+            LlmError::RateLimited { retry_after: None }
+            | LlmError::Server { .. }
+            | LlmError::Timeout(_)
+            | LlmError::Connect(_) => RetryClass::Transient,
+            LlmError::Rejected { .. } | LlmError::BadResponse(_) => RetryClass::Fatal,
+        }
+    }
+}
+
+/// An OpenAI-compatible chat model.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError>;
+}

@@ -1,0 +1,80 @@
+//! The normalized message: what every channel adapter turns a platform event
+//! into, and what every reply is turned back from.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{ActorId, ChannelName, ConversationId};
+use crate::time::Timestamp;
+
+/// Whether a conversation is one person talking to Herald or a shared room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationKind {
+    Direct,
+    Group,
+}
+
+/// Where a conversation lives on its platform: enough for the channel adapter
+/// to send a reply there without looking anything up.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationRef {
+    pub id: ConversationId,
+    pub channel: ChannelName,
+    pub kind: ConversationKind,
+    /// The platform's chat, channel or mailbox address.
+    pub chat: String,
+    /// Thread, topic or `thread_ts`, when the conversation is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+}
+
+/// Who sent a message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sender {
+    pub id: ActorId,
+    pub display_name: String,
+}
+
+/// A file that came with a message. Herald records it; it does not download it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    pub name: String,
+    pub content_type: String,
+    pub size: u64,
+}
+
+/// One message from a person, as every channel normalizes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboundMessage {
+    pub conversation: ConversationRef,
+    pub sender: Sender,
+    pub text: String,
+    /// The platform id of this message: with the channel, the dedup key.
+    pub platform_message_id: String,
+    /// The platform id of the message this one replies to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    /// Whether the message mentions Herald (or replies to one of its messages).
+    #[serde(default)]
+    pub mentions_bot: bool,
+    pub received_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+}
+
+impl InboundMessage {
+    /// The key under which a redelivered platform event is recognised.
+    pub fn dedup_key(&self) -> String {
+        format!("{}:{}", self.conversation.channel, self.platform_message_id)
+    }
+}
+
+/// A reply on its way to a conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboundMessage {
+    pub conversation: ConversationRef,
+    pub text: String,
+    /// The platform message to reply to, where the platform supports replies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+}

@@ -1,0 +1,105 @@
+//! The tool seam between the agent loop and the skill registry.
+//!
+//! The agent asks a [`Toolbox`] what this turn offers (prompt sections and
+//! tools, already filtered for the sender) and hands it every tool call. The
+//! toolbox enforces its policy inside `invoke`: the agent never decides who
+//! may run what.
+
+use async_trait::async_trait;
+
+use crate::ids::{ActorId, TaskId};
+use crate::llm::{ToolCall, ToolSpec};
+use crate::message::ConversationRef;
+
+/// Who a turn runs for, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnScope {
+    pub task: TaskId,
+    pub conversation: ConversationRef,
+    /// The sender, or the actor a scheduled task runs as.
+    pub actor: Option<ActorId>,
+    /// Decided from configuration, never from message content.
+    pub is_admin: bool,
+    /// The platform message being answered, if any.
+    pub reply_to: Option<String>,
+}
+
+/// A labelled part of the system prompt, for prompt accounting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptSection {
+    pub label: String,
+    pub text: String,
+}
+
+/// What a toolbox contributes to one turn.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TurnPreparation {
+    /// Added to the system prompt in order.
+    pub sections: Vec<PromptSection>,
+    pub tools: Vec<ToolSpec>,
+    /// The user's text as the model should see it, when the toolbox rewrote
+    /// it (history keeps what the user typed).
+    pub model_input: Option<String>,
+    /// Short notes for the user, sent before the reply.
+    pub notices: Vec<String>,
+    /// An answer that replaces the model call altogether (a chat command).
+    pub direct_reply: Option<String>,
+}
+
+/// The result of one tool call, fed back to the model.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+    /// Text this call already delivered to the current conversation, so the
+    /// same final text is not sent again.
+    pub delivered_to_conversation: Option<String>,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            ..Self::default()
+        }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+            ..Self::default()
+        }
+    }
+}
+
+#[async_trait]
+pub trait Toolbox: Send + Sync {
+    /// Prepares a turn: prompt sections, tools for this sender, rewritten
+    /// input. `user_text` is `None` for turns nobody typed.
+    async fn prepare(&self, scope: &TurnScope, user_text: Option<&str>) -> TurnPreparation;
+
+    /// Runs one tool call. `ordinal` counts the calls of this task, so a
+    /// retried task can recognise a call it made before.
+    async fn invoke(&self, scope: &TurnScope, call: &ToolCall, ordinal: u32) -> ToolOutput;
+
+    /// Whether several calls of one model step may run at once.
+    fn parallel_safe(&self, _tool: &str) -> bool {
+        false
+    }
+}
+
+/// A toolbox with no tools: the agent is a plain chat model.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoTools;
+
+#[async_trait]
+impl Toolbox for NoTools {
+    async fn prepare(&self, _scope: &TurnScope, _user_text: Option<&str>) -> TurnPreparation {
+        TurnPreparation::default()
+    }
+
+    async fn invoke(&self, _scope: &TurnScope, call: &ToolCall, _ordinal: u32) -> ToolOutput {
+        ToolOutput::error(format!("no tool named `{}` exists", call.name))
+    }
+}
