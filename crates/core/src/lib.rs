@@ -10,6 +10,7 @@ pub mod channel;
 pub mod duration;
 pub mod history;
 pub mod ids;
+pub mod json;
 pub mod llm;
 pub mod message;
 pub mod retry;
