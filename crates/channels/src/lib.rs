@@ -1,1 +1,11 @@
+//! Herald's channel adapters. Each platform lives in its own module, split
+//! into pure translation (platform event to [`InboundMessage`], reply to
+//! platform calls) and the one file that does I/O.
+//!
+//! Architecture invariant: adapters never call the model or the agent. They
+//! hand what they receive to an [`InboundSink`](herald_core::InboundSink) and
+//! send what the outbound path gives them.
+//!
+//! [`InboundMessage`]: herald_core::InboundMessage
 
+pub mod local;
