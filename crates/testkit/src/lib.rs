@@ -1,1 +1,12 @@
+//! Fakes of the services Herald talks to, run in-process on 127.0.0.1 so
+//! tests and benchmarks need no network and no accounts.
+//!
+//! Architecture invariant: a fake answers with the real service's shapes and
+//! refuses what the real service refuses. A fake that accepts more than the
+//! real thing hides bugs instead of finding them.
+//!
+//! - [`openai`]: a scripted OpenAI-compatible chat completions server.
 
+pub mod openai;
+
+pub use openai::{RecordedRequest, Reply, ScriptedModel};
