@@ -8,4 +8,5 @@
 //!
 //! [`InboundMessage`]: herald_core::InboundMessage
 
+pub mod chunk;
 pub mod local;
