@@ -10,3 +10,4 @@
 
 pub mod chunk;
 pub mod local;
+pub mod outbound;
