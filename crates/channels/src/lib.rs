@@ -8,6 +8,8 @@
 //!
 //! [`InboundMessage`]: herald_core::InboundMessage
 
+pub mod access;
 pub mod chunk;
+pub mod gateway;
 pub mod local;
 pub mod outbound;

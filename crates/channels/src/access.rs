@@ -1,0 +1,189 @@
+//! Who may talk to Herald, decided before anything is queued: admins from
+//! configuration, senders an admin approved, and unknown senders by
+//! `access.unknown` (allow, deny, or pair with a one-time code).
+//!
+//! The rules are pure ([`decide`]); the pairing codes and approved senders are
+//! kept in the store's state so they survive restarts.
+
+use std::time::Duration;
+
+use herald_core::{ActorId, Admins, ConversationStore, StoreError, Timestamp};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessConfig {
+    /// What happens to senders that are neither admins nor approved.
+    pub unknown: UnknownSenders,
+    /// How long a pairing code can be approved.
+    #[serde(with = "herald_core::duration::serde")]
+    pub pairing_code_ttl: Duration,
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        Self {
+            unknown: UnknownSenders::Pair,
+            pairing_code_ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownSenders {
+    Allow,
+    Deny,
+    Pair,
+}
+
+/// What to do with a message, before it is queued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Deny,
+    /// Send the sender a pairing code and queue nothing.
+    OfferPairing,
+}
+
+/// The local channel is whoever sits at this machine's terminal: trusted.
+pub fn decide(sender: &ActorId, admins: &Admins, approved: bool, config: &AccessConfig) -> Decision {
+    if admins.contains(sender) || approved || sender.as_str().starts_with("local:") {
+        return Decision::Allow;
+    }
+    match config.unknown {
+        UnknownSenders::Allow => Decision::Allow,
+        UnknownSenders::Deny => Decision::Deny,
+        UnknownSenders::Pair => Decision::OfferPairing,
+    }
+}
+
+const APPROVED_SCOPE: &str = "access:approved";
+const CODES_SCOPE: &str = "access:pairing";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairingRequest {
+    pub actor: ActorId,
+    pub display_name: String,
+    pub expires_at: Timestamp,
+}
+
+/// Approved senders and pending pairing codes, persisted.
+pub struct Pairing<'a> {
+    pub store: &'a dyn ConversationStore,
+}
+
+impl Pairing<'_> {
+    pub async fn is_approved(&self, actor: &ActorId) -> Result<bool, StoreError> {
+        Ok(self.store.get_state(APPROVED_SCOPE, actor.as_str()).await?.is_some())
+    }
+
+    /// The sender's pending code, or a new one. The same sender writing again
+    /// gets the same code until it expires.
+    pub async fn code_for(
+        &self,
+        actor: &ActorId,
+        display_name: &str,
+        now: Timestamp,
+        ttl: Duration,
+    ) -> Result<(String, bool), StoreError> {
+        for (code, value) in self.store.list_state(CODES_SCOPE).await? {
+            if let Ok(request) = serde_json::from_value::<PairingRequest>(value) {
+                if request.expires_at <= now {
+                    self.store.delete_state(CODES_SCOPE, &code).await?;
+                } else if &request.actor == actor {
+                    return Ok((code, false));
+                }
+            }
+        }
+        let code = new_code();
+        let request = PairingRequest {
+            actor: actor.clone(),
+            display_name: display_name.to_owned(),
+            expires_at: now + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::hours(1)),
+        };
+        let value = serde_json::to_value(&request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.store.put_state(CODES_SCOPE, &code, &value).await?;
+        Ok((code, true))
+    }
+
+    /// Approves a pending code; returns who was approved.
+    pub async fn approve(&self, code: &str, now: Timestamp) -> Result<Option<PairingRequest>, StoreError> {
+        let code = code.trim().to_ascii_uppercase();
+        let Some(value) = self.store.get_state(CODES_SCOPE, &code).await? else {
+            return Ok(None);
+        };
+        self.store.delete_state(CODES_SCOPE, &code).await?;
+        let Ok(request) = serde_json::from_value::<PairingRequest>(value) else {
+            return Ok(None);
+        };
+        if request.expires_at <= now {
+            return Ok(None);
+        }
+        let approved = serde_json::json!({ "display_name": request.display_name, "approved_at": now.to_rfc3339() });
+        self.store
+            .put_state(APPROVED_SCOPE, request.actor.as_str(), &approved)
+            .await?;
+        Ok(Some(request))
+    }
+
+    pub async fn pending(&self, now: Timestamp) -> Result<Vec<(String, PairingRequest)>, StoreError> {
+        Ok(self
+            .store
+            .list_state(CODES_SCOPE)
+            .await?
+            .into_iter()
+            .filter_map(|(code, value)| serde_json::from_value::<PairingRequest>(value).ok().map(|r| (code, r)))
+            .filter(|(_, r)| r.expires_at > now)
+            .collect())
+    }
+}
+
+/// Six characters from an alphabet without look-alikes (no 0/O, 1/I/L).
+fn new_code() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+    let mut rng = rand::thread_rng();
+    (0..6)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_follow_the_table() {
+        let admins = Admins::new([ActorId::new("telegram:1")]);
+        let config = |unknown| AccessConfig {
+            unknown,
+            ..AccessConfig::default()
+        };
+        for (sender, approved, unknown, expected) in [
+            ("telegram:1", false, UnknownSenders::Deny, Decision::Allow),
+            ("telegram:2", true, UnknownSenders::Deny, Decision::Allow),
+            ("telegram:2", false, UnknownSenders::Allow, Decision::Allow),
+            ("telegram:2", false, UnknownSenders::Deny, Decision::Deny),
+            ("telegram:2", false, UnknownSenders::Pair, Decision::OfferPairing),
+            ("local:anyone", false, UnknownSenders::Deny, Decision::Allow),
+            // An id that merely looks like an admin's on another channel is not one.
+            ("discord:1", false, UnknownSenders::Deny, Decision::Deny),
+        ] {
+            assert_eq!(
+                decide(&ActorId::new(sender), &admins, approved, &config(unknown)),
+                expected,
+                "{sender}"
+            );
+        }
+    }
+
+    #[test]
+    fn codes_avoid_look_alike_characters() {
+        for _ in 0..200 {
+            let code = new_code();
+            assert_eq!(code.len(), 6);
+            assert!(!code.contains(['0', 'O', '1', 'I', 'L']), "{code}");
+        }
+    }
+}
