@@ -6,7 +6,10 @@
 //! real thing hides bugs instead of finding them.
 //!
 //! - [`openai`]: a scripted OpenAI-compatible chat completions server.
+//! - [`platform`]: the control side every fake chat platform offers tests.
 
 pub mod openai;
+pub mod platform;
 
 pub use openai::{RecordedRequest, Reply, ScriptedModel};
+pub use platform::{FakePlatform, FakeUser, GroupTarget, SentMessage};

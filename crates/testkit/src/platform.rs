@@ -1,0 +1,88 @@
+//! What every fake chat platform offers a test, so one conformance suite runs
+//! against Telegram, Discord and Slack alike.
+//!
+//! A fake speaks its platform's real wire protocol to Herald; this trait is
+//! the control side a test uses: inject events as a user would cause them,
+//! read what the bot sent, and make the platform throttle.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+/// A person on the fake platform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FakeUser {
+    /// The platform's stable user id (Herald's actor id is `channel:id`).
+    pub id: String,
+    pub name: String,
+}
+
+/// A message the bot sent, as the platform stored it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentMessage {
+    pub chat: String,
+    /// Thread, topic or `thread_ts` it was posted in.
+    pub thread: Option<String>,
+    pub text: String,
+    /// The message it replies to, where the platform has replies.
+    pub reply_to: Option<String>,
+}
+
+/// Where a group message is posted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupTarget {
+    pub chat: String,
+    pub thread: Option<String>,
+}
+
+#[async_trait]
+pub trait FakePlatform: Send + Sync {
+    /// Herald's channel name: `telegram`, `discord`, `slack`.
+    fn channel(&self) -> &'static str;
+
+    /// The body of this channel's entry under `channels:` in herald.yaml,
+    /// pointing Herald at this fake (YAML, indented by four spaces).
+    fn channel_yaml(&self) -> String;
+
+    /// The platform's message length limit, in its own unit.
+    fn message_limit(&self) -> usize;
+
+    /// Length of a text in the platform's unit.
+    fn measure(&self, text: &str) -> usize {
+        text.chars().count()
+    }
+
+    /// A user whose actor id is listed as an admin in tests.
+    fn admin(&self) -> FakeUser;
+
+    /// Another user, not an admin.
+    fn stranger(&self) -> FakeUser;
+
+    /// The direct-message chat between `user` and the bot.
+    fn dm_chat(&self, user: &FakeUser) -> String;
+
+    /// A group (with a thread, where the platform has threads) that tests post in.
+    fn group(&self) -> GroupTarget;
+
+    /// `user` writes `text` to the bot directly. Returns the message id.
+    async fn send_dm(&self, user: &FakeUser, text: &str) -> String;
+
+    /// `user` writes `text` in `target`, mentioning the bot or not.
+    async fn send_group(&self, user: &FakeUser, target: &GroupTarget, text: &str, mention: bool) -> String;
+
+    /// The platform reports a message the bot itself wrote, as platforms do.
+    async fn send_own_message(&self, target: &GroupTarget, text: &str);
+
+    /// Everything the bot sent so far, in the order the platform accepted it.
+    fn sent(&self) -> Vec<SentMessage>;
+
+    /// Waits until the bot sent at least `count` messages, or `timeout` passes.
+    async fn wait_for_sent(&self, count: usize, timeout: Duration) -> Vec<SentMessage>;
+
+    /// The next `count` send requests are refused with 429 and `retry_after`.
+    fn throttle_next(&self, count: usize, retry_after: Duration);
+
+    /// Requests that broke the platform's rules: a send before `retry_after`
+    /// passed, or above the platform's enforced rate.
+    fn violations(&self) -> Vec<String>;
+}
