@@ -58,6 +58,25 @@ pub trait ChannelOutbound: Send + Sync {
     }
 }
 
+/// Receives from one platform and hands every message to an [`InboundSink`].
+#[async_trait]
+pub trait ChannelIngress: Send + Sync {
+    fn channel(&self) -> ChannelName;
+
+    /// Receives until `shutdown` is cancelled. Reconnects by itself after
+    /// transient errors; returns an error only when it cannot go on (bad
+    /// credentials).
+    async fn run(
+        &self,
+        sink: Arc<dyn InboundSink>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Result<(), ChannelError>;
+
+    /// Checks credentials and reachability for `herald doctor`; returns a
+    /// short description (the bot's name) on success.
+    async fn probe(&self) -> Result<String, ChannelError>;
+}
+
 /// Where channel adapters put what they receive. Implemented by the gateway:
 /// it applies access control and stores the message on the queue before the
 /// adapter acknowledges it to the platform.
