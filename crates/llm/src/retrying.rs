@@ -1,0 +1,184 @@
+//! [`Retrying`]: Herald's one retry policy for model calls, as an adaptor
+//! around any [`ChatModel`] (the shape of teloxide's `Throttle<Bot>`).
+//!
+//! Transient failures wait the exponential backoff; a rate limit with a
+//! server-given wait waits that long (capped at the backoff's maximum delay);
+//! fatal errors return at once. Waiting uses `tokio::time::sleep`, so tests
+//! run it on paused time.
+
+use async_trait::async_trait;
+use herald_core::{Backoff, ChatModel, ChatRequest, ChatResponse, LlmError, RetryClass};
+use tracing::warn;
+
+/// Retries the inner model according to each error's [`RetryClass`].
+#[derive(Debug)]
+pub struct Retrying<M> {
+    inner: M,
+    backoff: Backoff,
+}
+
+impl<M: ChatModel> Retrying<M> {
+    /// `backoff.max_attempts` counts every attempt, the first included.
+    pub fn new(inner: M, backoff: Backoff) -> Self {
+        Self { inner, backoff }
+    }
+
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel> ChatModel for Retrying<M> {
+    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut attempt = 1;
+        loop {
+            let error = match self.inner.complete(request.clone()).await {
+                Ok(response) => return Ok(response),
+                Err(error) => error,
+            };
+            let wait = match error.retry_class() {
+                RetryClass::Fatal => None,
+                RetryClass::Transient => self.backoff.delay_after(attempt),
+                RetryClass::RetryAfter(asked) => self
+                    .backoff
+                    .delay_after(attempt)
+                    .map(|_| asked.min(self.backoff.max_delay)),
+            };
+            let Some(wait) = wait else {
+                return Err(error);
+            };
+            warn!(
+                error = %error,
+                attempt,
+                wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                "model call failed, retrying"
+            );
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// Answers from a script and notes when each attempt came.
+    struct Scripted {
+        answers: Mutex<VecDeque<Result<ChatResponse, LlmError>>>,
+        attempts: Mutex<Vec<Instant>>,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<Result<ChatResponse, LlmError>>) -> Self {
+            Self {
+                answers: Mutex::new(answers.into()),
+                attempts: Mutex::new(Vec::new()),
+            }
+        }
+    }
+
+    #[async_trait]
+    impl ChatModel for Scripted {
+        async fn complete(&self, _request: ChatRequest) -> Result<ChatResponse, LlmError> {
+            self.attempts.lock().unwrap().push(Instant::now());
+            self.answers
+                .lock()
+                .unwrap()
+                .pop_front()
+                .expect("no more scripted answers")
+        }
+    }
+
+    fn ok() -> Result<ChatResponse, LlmError> {
+        Ok(ChatResponse {
+            content: Some("hi".into()),
+            tool_calls: vec![],
+            finish_reason: Some("stop".into()),
+            usage: None,
+        })
+    }
+
+    fn server() -> Result<ChatResponse, LlmError> {
+        Err(LlmError::Server {
+            status: 500,
+            message: "boom".into(),
+        })
+    }
+
+    fn limited(seconds: u64) -> Result<ChatResponse, LlmError> {
+        Err(LlmError::RateLimited {
+            retry_after: Some(Duration::from_secs(seconds)),
+        })
+    }
+
+    fn rejected() -> Result<ChatResponse, LlmError> {
+        Err(LlmError::Rejected {
+            status: 400,
+            message: "bad".into(),
+        })
+    }
+
+    fn backoff(max_attempts: u32) -> Backoff {
+        Backoff {
+            base: Duration::from_secs(1),
+            max_delay: Duration::from_secs(30),
+            max_attempts,
+        }
+    }
+
+    fn request() -> ChatRequest {
+        ChatRequest {
+            messages: vec![herald_core::ChatMessage::user("hi")],
+            tools: vec![],
+        }
+    }
+
+    /// Runs a script and returns whether it succeeded and the gaps between
+    /// attempts in whole seconds of tokio's paused clock.
+    async fn run(answers: Vec<Result<ChatResponse, LlmError>>, max_attempts: u32) -> (bool, Vec<u64>) {
+        let model = Retrying::new(Scripted::new(answers), backoff(max_attempts));
+        let outcome = model.complete(request()).await;
+        let attempts = model.inner().attempts.lock().unwrap().clone();
+        let gaps = attempts.windows(2).map(|w| (w[1] - w[0]).as_secs()).collect();
+        (outcome.is_ok(), gaps)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_as_each_error_asks() {
+        for (answers, max_attempts, succeeded, gaps) in [
+            (vec![ok()], 4, true, vec![]),
+            (vec![server(), server(), ok()], 4, true, vec![1, 2]),
+            (vec![server(), server(), server(), server()], 4, false, vec![1, 2, 4]),
+            (vec![server()], 1, false, vec![]),
+            (vec![limited(7), ok()], 4, true, vec![7]),
+            (vec![limited(600), ok()], 4, true, vec![30]),
+            (
+                vec![Err(LlmError::RateLimited { retry_after: None }), ok()],
+                4,
+                true,
+                vec![1],
+            ),
+            (
+                vec![Err(LlmError::Timeout(Duration::from_secs(60))), ok()],
+                4,
+                true,
+                vec![1],
+            ),
+            (vec![Err(LlmError::Connect("refused".into())), ok()], 4, true, vec![1]),
+            (vec![rejected()], 4, false, vec![]),
+            (vec![Err(LlmError::BadResponse("junk".into()))], 4, false, vec![]),
+            (vec![server(), rejected()], 4, false, vec![1]),
+        ] {
+            let label = format!("{answers:?}");
+            assert_eq!(run(answers, max_attempts).await, (succeeded, gaps), "{label}");
+        }
+    }
+}
