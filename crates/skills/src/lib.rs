@@ -1,1 +1,23 @@
+//! Herald's skill registry: the interface between the model and the world,
+//! and the place Herald's safety lives.
+//!
+//! It owns two kinds of skill. Core skills are written in Rust, each a spec
+//! (name, description, JSON schema, policy flags) plus an `invoke`. Agent
+//! Skills are folders with a `SKILL.md`: discovered, validated, listed in a
+//! budgeted catalog and activated per conversation within caps.
+//!
+//! Architecture invariant: every policy (who may run what, deduplication of
+//! side effects, confirmation of dangerous calls) is enforced in
+//! [`SkillToolbox::invoke`](toolbox::SkillToolbox), at execution, never only by
+//! what the prompt shows. YAML is read in [`yaml`] and nowhere else.
 
+pub mod config;
+pub mod error;
+pub mod name;
+pub mod spec;
+mod yaml;
+
+pub use config::{Autonomy, InstallLimits, OnCap, SkillsConfig};
+pub use error::SkillError;
+pub use name::SkillName;
+pub use spec::{Checked, Finding, Level, Mode, SkillDocument};
