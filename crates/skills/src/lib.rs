@@ -11,13 +11,24 @@
 //! [`SkillToolbox::invoke`](toolbox::SkillToolbox), at execution, never only by
 //! what the prompt shows. YAML is read in [`yaml`] and nowhere else.
 
+pub mod caps;
+pub mod catalog;
 pub mod config;
+pub mod discovery;
 pub mod error;
+pub mod gating;
+pub mod mention;
 pub mod name;
+pub mod skill;
 pub mod spec;
+#[cfg(test)]
+mod test_support;
 mod yaml;
 
 pub use config::{Autonomy, InstallLimits, OnCap, SkillsConfig};
 pub use error::SkillError;
 pub use name::SkillName;
 pub use spec::{Checked, Finding, Level, Mode, SkillDocument};
+pub use discovery::{Diagnostic, DiagnosticKind, Discovery, ReloadReport, ScanLimits, compare, discover};
+pub use gating::{Availability, Environment, FixedEnvironment, ProcessEnvironment, Requirements};
+pub use skill::Skill;

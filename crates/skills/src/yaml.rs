@@ -5,6 +5,7 @@
 use serde::de::DeserializeOwned;
 
 /// Deserialises a YAML text into `T`; the error names the key and the line.
+#[cfg(test)]
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_yaml::from_str(text).map_err(|err| err.to_string())
 }
