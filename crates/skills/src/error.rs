@@ -14,6 +14,8 @@ pub enum SkillError {
     Refused(String),
     #[error("no skill named `{0}`")]
     NotFound(String),
+    #[error("no file `{0}` in the skill folder")]
+    MissingFile(String),
     /// A skill folder or archive that cannot be used.
     #[error("invalid skill at {path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
@@ -51,6 +53,7 @@ impl SkillError {
             SkillError::InvalidArguments(_)
             | SkillError::Refused(_)
             | SkillError::NotFound(_)
+            | SkillError::MissingFile(_)
             | SkillError::Invalid { .. } => RetryClass::Fatal,
         }
     }

@@ -16,9 +16,12 @@ pub mod catalog;
 pub mod config;
 pub mod discovery;
 pub mod error;
+pub mod files;
 pub mod gating;
+pub mod install;
 pub mod mention;
 pub mod name;
+pub mod script;
 pub mod skill;
 pub mod spec;
 #[cfg(test)]
