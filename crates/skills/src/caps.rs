@@ -39,7 +39,9 @@ impl CapLimits {
 pub enum Activation {
     /// It was active already; now it is the most recently used.
     AlreadyActive,
-    Activated { evicted: Vec<SkillName> },
+    Activated {
+        evicted: Vec<SkillName>,
+    },
     Refused(CapRefusal),
 }
 
@@ -75,9 +77,9 @@ impl CapRefusal {
                 format!("its instructions take {chars} characters, more than the {max_chars} allowed for active skills")
             }
             CapRefusal::Count { max_active } => format!("{max_active} skills are active already, the most allowed"),
-            CapRefusal::Chars { needed, max_chars } => format!(
-                "active skills would take {needed} characters, more than the {max_chars} allowed"
-            ),
+            CapRefusal::Chars { needed, max_chars } => {
+                format!("active skills would take {needed} characters, more than the {max_chars} allowed")
+            }
         }
     }
 }
@@ -207,13 +209,48 @@ mod tests {
             evicted: names.iter().map(|n| name(n)).collect(),
         };
         for (activations, caps, active, last) in [
-            (vec!["s1", "s2"], limits(8, 100, OnCap::Evict), vec!["s1", "s2"], evicted(&[])),
-            (vec!["s1", "s2", "s3"], limits(2, 100, OnCap::Evict), vec!["s2", "s3"], evicted(&["s1"])),
-            (vec!["s10", "s20", "s30"], limits(8, 50, OnCap::Evict), vec!["s20", "s30"], evicted(&["s10"])),
-            (vec!["s10", "s20", "s45"], limits(8, 50, OnCap::Evict), vec!["s45"], evicted(&["s10", "s20"])),
-            (vec!["s1", "s2", "s1", "s3"], limits(2, 100, OnCap::Evict), vec!["s1", "s3"], evicted(&["s2"])),
-            (vec!["s1", "s2"], limits(8, 100, OnCap::Evict), vec!["s1", "s2"], evicted(&[])),
-            (vec!["s1", "s1"], limits(8, 100, OnCap::Evict), vec!["s1"], Activation::AlreadyActive),
+            (
+                vec!["s1", "s2"],
+                limits(8, 100, OnCap::Evict),
+                vec!["s1", "s2"],
+                evicted(&[]),
+            ),
+            (
+                vec!["s1", "s2", "s3"],
+                limits(2, 100, OnCap::Evict),
+                vec!["s2", "s3"],
+                evicted(&["s1"]),
+            ),
+            (
+                vec!["s10", "s20", "s30"],
+                limits(8, 50, OnCap::Evict),
+                vec!["s20", "s30"],
+                evicted(&["s10"]),
+            ),
+            (
+                vec!["s10", "s20", "s45"],
+                limits(8, 50, OnCap::Evict),
+                vec!["s45"],
+                evicted(&["s10", "s20"]),
+            ),
+            (
+                vec!["s1", "s2", "s1", "s3"],
+                limits(2, 100, OnCap::Evict),
+                vec!["s1", "s3"],
+                evicted(&["s2"]),
+            ),
+            (
+                vec!["s1", "s2"],
+                limits(8, 100, OnCap::Evict),
+                vec!["s1", "s2"],
+                evicted(&[]),
+            ),
+            (
+                vec!["s1", "s1"],
+                limits(8, 100, OnCap::Evict),
+                vec!["s1"],
+                Activation::AlreadyActive,
+            ),
             (
                 vec!["s1", "s2", "s3"],
                 limits(2, 100, OnCap::Refuse),
@@ -261,7 +298,9 @@ mod tests {
             .unwrap(),
             "Deactivated `old`, `older` to make room for `new`."
         );
-        let refused = Activation::Refused(CapRefusal::Count { max_active: 8 }).notice(&new).unwrap();
+        let refused = Activation::Refused(CapRefusal::Count { max_active: 8 })
+            .notice(&new)
+            .unwrap();
         assert!(refused.contains("8 skills are active already"), "{refused}");
     }
 

@@ -104,7 +104,12 @@ mod tests {
 
     fn entries(n: usize, description_chars: usize) -> Vec<(String, String)> {
         (0..n)
-            .map(|i| (format!("skill-{i:02}"), format!("{i:02}{}", "d".repeat(description_chars - 2))))
+            .map(|i| {
+                (
+                    format!("skill-{i:02}"),
+                    format!("{i:02}{}", "d".repeat(description_chars - 2)),
+                )
+            })
             .collect()
     }
 
@@ -173,6 +178,9 @@ mod tests {
 
     #[test]
     fn skill_blocks_wrap_the_body() {
-        assert_eq!(skill_block("pdf", "\nUse it.\n"), "<skill name=\"pdf\">\nUse it.\n</skill>");
+        assert_eq!(
+            skill_block("pdf", "\nUse it.\n"),
+            "<skill name=\"pdf\">\nUse it.\n</skill>"
+        );
     }
 }

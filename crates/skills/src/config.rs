@@ -179,7 +179,10 @@ mod tests {
     fn an_empty_section_is_the_documented_defaults() {
         let config = parse("{}").unwrap();
         assert_eq!(config, SkillsConfig::default());
-        assert_eq!(config.dirs, vec![PathBuf::from("skills"), PathBuf::from(".agents/skills")]);
+        assert_eq!(
+            config.dirs,
+            vec![PathBuf::from("skills"), PathBuf::from(".agents/skills")]
+        );
         assert_eq!(config.max_active, 8);
         assert_eq!(config.max_active_fraction, 0.5);
         assert_eq!(config.script_timeout, Duration::from_secs(30));

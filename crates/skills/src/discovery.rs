@@ -414,7 +414,10 @@ mod tests {
             }
         );
         assert!(Arc::ptr_eq(&before.skills["same"], &after.skills["same"]));
-        assert_eq!(report.summary(), "1 added (new), 1 changed (edited), 1 removed (gone); 1 unchanged");
+        assert_eq!(
+            report.summary(),
+            "1 added (new), 1 changed (edited), 1 removed (gone); 1 unchanged"
+        );
         // Rewriting identical content is not a change.
         write_skill(dir.path(), "same", "S.", "s");
         let again = discover(&dirs, LIMITS, &env, Some(&after));

@@ -25,7 +25,9 @@ pub(crate) fn check_relative(relative: &str) -> Result<(), SkillError> {
         match component {
             Component::Normal(_) | Component::CurDir => {}
             Component::ParentDir => return Err(refused("`..` is not allowed")),
-            Component::RootDir | Component::Prefix(_) => return Err(refused("it must be relative to the skill folder")),
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(refused("it must be relative to the skill folder"));
+            }
         }
     }
     Ok(())

@@ -130,10 +130,7 @@ impl Budget<'_> {
             return Err(format!("more than {} files", self.limits.max_files));
         }
         if size > self.limits.max_file_bytes {
-            return Err(format!(
-                "`{path}` has more than {} bytes",
-                self.limits.max_file_bytes
-            ));
+            return Err(format!("`{path}` has more than {} bytes", self.limits.max_file_bytes));
         }
         self.total += size;
         if self.total > self.limits.max_total_bytes {
@@ -167,7 +164,8 @@ fn read_folder(source: &Path, limits: &InstallLimits) -> Result<Vec<IncomingFile
                 continue;
             }
             let relative = format!("{prefix}{name}");
-            let metadata = std::fs::symlink_metadata(entry.path()).map_err(|err| format!("cannot read `{relative}`: {err}"))?;
+            let metadata =
+                std::fs::symlink_metadata(entry.path()).map_err(|err| format!("cannot read `{relative}`: {err}"))?;
             if metadata.file_type().is_symlink() {
                 return Err(format!("`{relative}` is a link; links are not installed"));
             }
@@ -213,7 +211,10 @@ fn read_zip<R: Read + std::io::Seek>(reader: R, limits: &InstallLimits) -> Resul
         let mut entry = archive
             .by_index(index)
             .map_err(|err| format!("entry {index} is unreadable: {err}"))?;
-        let raw = entry.name().map_err(|err| format!("entry {index} has no usable name: {err}"))?.into_owned();
+        let raw = entry
+            .name()
+            .map_err(|err| format!("entry {index} has no usable name: {err}"))?
+            .into_owned();
         let Some(path) = checked_entry_path(&raw)? else {
             continue;
         };
@@ -231,7 +232,10 @@ fn read_zip<R: Read + std::io::Seek>(reader: R, limits: &InstallLimits) -> Resul
             .read_to_end(&mut bytes)
             .map_err(|err| format!("`{raw}` cannot be decompressed: {err}"))?;
         if bytes.len() as u64 > limits.max_file_bytes || bytes.len() as u64 != entry.size() {
-            return Err(format!("`{raw}` is larger than it says or than {} bytes", limits.max_file_bytes));
+            return Err(format!(
+                "`{raw}` is larger than it says or than {} bytes",
+                limits.max_file_bytes
+            ));
         }
         files.push(IncomingFile {
             path,
@@ -246,7 +250,9 @@ fn read_zip<R: Read + std::io::Seek>(reader: R, limits: &InstallLimits) -> Resul
 /// are skipped (hidden files, `__MACOSX`), an error for unsafe names.
 fn checked_entry_path(raw: &str) -> Result<Option<String>, String> {
     if raw.contains('\\') || raw.contains('\0') {
-        return Err(format!("`{raw}` uses `\\` or NUL; only `/`-separated relative paths are accepted"));
+        return Err(format!(
+            "`{raw}` uses `\\` or NUL; only `/`-separated relative paths are accepted"
+        ));
     }
     if raw.starts_with('/') || raw.get(1..2) == Some(":") {
         return Err(format!("`{raw}` is an absolute path"));
@@ -271,7 +277,10 @@ fn strip_single_top_folder(files: Vec<IncomingFile>) -> Result<Vec<IncomingFile>
     if files.iter().any(|f| f.path == SKILL_FILE) {
         return Ok(files);
     }
-    let tops: BTreeSet<&str> = files.iter().map(|f| f.path.split('/').next().unwrap_or_default()).collect();
+    let tops: BTreeSet<&str> = files
+        .iter()
+        .map(|f| f.path.split('/').next().unwrap_or_default())
+        .collect();
     let [top] = tops.into_iter().collect::<Vec<_>>()[..] else {
         return Err(format!("no {SKILL_FILE} at the top, and not one folder holding it"));
     };

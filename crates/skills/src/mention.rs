@@ -116,7 +116,11 @@ mod tests {
             ("costs $5 or US$10 or a$b", vec![], 0),
             ("$2fa works", vec!["2fa"], 0),
             ("$$ and $ alone and $-x", vec![], 0),
-            ("$a1 $a2 $a3 $a4 $a5 $a6 $a7 $a8 $a9 $a10 $a1", vec!["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"], 2),
+            (
+                "$a1 $a2 $a3 $a4 $a5 $a6 $a7 $a8 $a9 $a10 $a1",
+                vec!["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"],
+                2,
+            ),
             ("émoji ✨$notes ok", vec!["notes"], 0),
         ] {
             let mentions = parse_mentions(text);
@@ -130,7 +134,10 @@ mod tests {
         for (text, expected) in [
             ("/pdf summarise report.pdf", Some(("pdf", "summarise report.pdf"))),
             ("  /notes", Some(("notes", ""))),
-            ("/web-search@herald_bot  rust   async ", Some(("web-search", "rust   async"))),
+            (
+                "/web-search@herald_bot  rust   async ",
+                Some(("web-search", "rust   async")),
+            ),
             ("/PDF x", None),
             ("/ x", None),
             ("not /pdf at start", None),
@@ -147,6 +154,9 @@ mod tests {
             expand_slash("pdf", "Use pdftotext.", "summarise a.pdf"),
             "<skill name=\"pdf\">\nUse pdftotext.\n</skill>\n\nsummarise a.pdf"
         );
-        assert_eq!(expand_slash("pdf", "Use it.", ""), "<skill name=\"pdf\">\nUse it.\n</skill>");
+        assert_eq!(
+            expand_slash("pdf", "Use it.", ""),
+            "<skill name=\"pdf\">\nUse it.\n</skill>"
+        );
     }
 }

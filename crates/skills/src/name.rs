@@ -75,7 +75,9 @@ pub fn agent_skill_name_problems(name: &str) -> Vec<String> {
     let mut problems = Vec::new();
     let chars = name.chars().count();
     if chars == 0 || chars > MAX_NAME_CHARS {
-        problems.push(format!("name must be 1 to {MAX_NAME_CHARS} characters (it has {chars})"));
+        problems.push(format!(
+            "name must be 1 to {MAX_NAME_CHARS} characters (it has {chars})"
+        ));
     }
     if !name
         .chars()

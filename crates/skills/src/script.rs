@@ -81,7 +81,9 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
         .canonicalize()
         .map_err(|err| SkillError::io("opening", request.folder.join("scripts"), err))?;
     if !original.starts_with(&scripts_dir) || !original.is_file() {
-        return Err(SkillError::refused(format!("`{relative}` is not a file in the skill's scripts/")));
+        return Err(SkillError::refused(format!(
+            "`{relative}` is not a file in the skill's scripts/"
+        )));
     }
 
     let sandbox = tempfile::Builder::new()
@@ -106,7 +108,11 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
         .env("PATH", std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.into()))
         .env("HOME", &home)
         .env("LANG", "C")
-        .stdin(if request.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if request.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(writer_for_stderr))
         .process_group(0)
@@ -131,12 +137,18 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
 
     let timeout = request.timeout.min(crate::config::MAX_SCRIPT_TIMEOUT);
     let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(status) => (status.map_err(|err| SkillError::io("waiting for", &copied, err))?, false),
+        Ok(status) => (
+            status.map_err(|err| SkillError::io("waiting for", &copied, err))?,
+            false,
+        ),
         Err(_) => {
             if let Some(group) = group {
                 kill_process_group(group);
             }
-            let status = child.wait().await.map_err(|err| SkillError::io("waiting for", &copied, err))?;
+            let status = child
+                .wait()
+                .await
+                .map_err(|err| SkillError::io("waiting for", &copied, err))?;
             (status, true)
         }
     };
@@ -182,7 +194,9 @@ fn interpreter(script: &Path) -> Result<tokio::process::Command, SkillError> {
         _ => {
             return Err(SkillError::refused(format!(
                 "`{}` is not executable and has no known extension (.sh, .bash, .py, .js)",
-                script.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                script
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
             )));
         }
     };
@@ -286,7 +300,11 @@ mod tests {
         assert_eq!(receipt.exit_code, Some(3), "{receipt:?}");
         assert!(receipt.output.contains("args=a b c"), "{}", receipt.output);
         assert!(receipt.output.contains("home=/"), "{}", receipt.output);
-        assert!(!receipt.output.contains(&format!("home={}", std::env::var("HOME").unwrap_or_default())));
+        assert!(
+            !receipt
+                .output
+                .contains(&format!("home={}", std::env::var("HOME").unwrap_or_default()))
+        );
         assert!(receipt.output.contains("lang=C"));
         let names_line = receipt.output.lines().find(|l| l.contains("PATH")).unwrap();
         let mut names: Vec<&str> = names_line.split_whitespace().collect();
@@ -294,7 +312,11 @@ mod tests {
         assert_eq!(names, vec!["HOME", "LANG", "PATH"], "{names_line}");
         assert!(receipt.output.contains("---"));
         assert!(receipt.output.contains("oops"), "stderr is captured");
-        assert!(std::fs::read_to_string(folder.join("SKILL.md")).unwrap().starts_with("---"));
+        assert!(
+            std::fs::read_to_string(folder.join("SKILL.md"))
+                .unwrap()
+                .starts_with("---")
+        );
         assert_eq!(receipt.status().split(" in ").next(), Some("exit 3"));
     }
 
@@ -318,7 +340,10 @@ mod tests {
             ("missing.sh", "no file `scripts/missing.sh`"),
             ("data.txt", "not executable"),
         ] {
-            let err = run_skill_script(request(&folder, script, &[])).await.unwrap_err().to_string();
+            let err = run_skill_script(request(&folder, script, &[]))
+                .await
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(fragment), "{script}: {err}");
         }
     }

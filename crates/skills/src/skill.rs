@@ -287,6 +287,10 @@ mod tests {
         .unwrap();
         let skill = load(&folder, 0, &FixedEnvironment::default()).unwrap();
         assert!(skill.trigger.is_none());
-        assert!(skill.warnings.iter().any(|w| w.contains("triggers")), "{:?}", skill.warnings);
+        assert!(
+            skill.warnings.iter().any(|w| w.contains("triggers")),
+            "{:?}",
+            skill.warnings
+        );
     }
 }

@@ -131,7 +131,10 @@ fn read(folder_name: &str, text: &str, findings: &mut Vec<Finding>) -> Option<Sk
             (serde_json::Map::new(), text)
         }
         Split::Unclosed => {
-            note(Level::Unusable, "front matter starts with `---` but is never closed".into());
+            note(
+                Level::Unusable,
+                "front matter starts with `---` but is never closed".into(),
+            );
             return None;
         }
         Split::Found { yaml, body } => match crate::yaml::to_json(yaml) {
@@ -168,7 +171,10 @@ fn read(folder_name: &str, text: &str, findings: &mut Vec<Finding>) -> Option<Sk
             }
         },
         Some(Value::String(_)) | None => {
-            note(Level::Unusable, "no description: the model could not know when to use it".into());
+            note(
+                Level::Unusable,
+                "no description: the model could not know when to use it".into(),
+            );
             return None;
         }
         Some(_) => {
@@ -206,7 +212,10 @@ fn read(folder_name: &str, text: &str, findings: &mut Vec<Finding>) -> Option<Sk
         );
     }
     if body.is_empty() {
-        note(Level::Advice, "body is empty: activating the skill gives the model nothing".into());
+        note(
+            Level::Advice,
+            "body is empty: activating the skill gives the model nothing".into(),
+        );
     }
 
     Some(SkillDocument {
@@ -291,10 +300,7 @@ fn read_metadata(value: Option<&Value>, note: &mut impl FnMut(Level, String)) ->
                         note(Level::Violation, format!("metadata.{key} should be a string"));
                         metadata.insert(key.clone(), value.to_string());
                     }
-                    _ => note(
-                        Level::Violation,
-                        format!("metadata.{key} is not a string; ignored"),
-                    ),
+                    _ => note(Level::Violation, format!("metadata.{key} is not a string; ignored")),
                 }
             }
         }
@@ -331,7 +337,11 @@ enum Split<'a> {
 
 fn split_front_matter(text: &str) -> Split<'_> {
     let Some(first_end) = text.find('\n') else {
-        return if text.trim_end() == "---" { Split::Unclosed } else { Split::None };
+        return if text.trim_end() == "---" {
+            Split::Unclosed
+        } else {
+            Split::None
+        };
     };
     if text[..first_end].trim_end() != "---" {
         return Split::None;
@@ -403,7 +413,10 @@ mod tests {
 
     #[test]
     fn allowed_tools_as_a_list() {
-        let checked = check("x", &skill("name: x\ndescription: d\nallowed-tools: [Bash, ' Read ']\n", "b"));
+        let checked = check(
+            "x",
+            &skill("name: x\ndescription: d\nallowed-tools: [Bash, ' Read ']\n", "b"),
+        );
         assert_eq!(checked.document.unwrap().allowed_tools, vec!["Bash", "Read"]);
     }
 
@@ -422,27 +435,108 @@ mod tests {
     #[test]
     fn validation_rules() {
         let long_description = skill(&format!("name: x\ndescription: {}\n", "d".repeat(1025)), "b");
-        let long_compat = skill(&format!("name: x\ndescription: d\ncompatibility: {}\n", "c".repeat(501)), "b");
+        let long_compat = skill(
+            &format!("name: x\ndescription: d\ncompatibility: {}\n", "c".repeat(501)),
+            "b",
+        );
         let long_body = "line\n".repeat(501);
         let cases: Vec<(&str, String, bool, bool, &str)> = vec![
             ("x", skill("name: x\ndescription: d\n", "body"), true, true, ""),
-            ("x", skill("name: y\ndescription: d\n", "body"), true, false, "differs from its folder"),
-            ("x", skill("name: X\ndescription: d\n", "body"), true, false, "lowercase"),
-            ("a--b", skill("name: a--b\ndescription: d\n", "body"), true, false, "consecutive"),
-            ("x-", skill("name: x-\ndescription: d\n", "body"), true, false, "start or end"),
+            (
+                "x",
+                skill("name: y\ndescription: d\n", "body"),
+                true,
+                false,
+                "differs from its folder",
+            ),
+            (
+                "x",
+                skill("name: X\ndescription: d\n", "body"),
+                true,
+                false,
+                "lowercase",
+            ),
+            (
+                "a--b",
+                skill("name: a--b\ndescription: d\n", "body"),
+                true,
+                false,
+                "consecutive",
+            ),
+            (
+                "x-",
+                skill("name: x-\ndescription: d\n", "body"),
+                true,
+                false,
+                "start or end",
+            ),
             ("x", skill("description: d\n", "body"), true, false, "no name"),
             ("x", skill("name: x\n", "body"), false, false, "no description"),
-            ("x", skill("name: x\ndescription: '  '\n", "body"), false, false, "no description"),
-            ("x", skill("name: x\ndescription: [a]\n", "body"), false, false, "not a string"),
+            (
+                "x",
+                skill("name: x\ndescription: '  '\n", "body"),
+                false,
+                false,
+                "no description",
+            ),
+            (
+                "x",
+                skill("name: x\ndescription: [a]\n", "body"),
+                false,
+                false,
+                "not a string",
+            ),
             ("x", long_description, true, false, "more than 1024"),
             ("x", long_compat, true, false, "compatibility has 501"),
-            ("x", skill("name: x\ndescription: d\n", &long_body), true, true, "501 lines"),
-            ("x", skill("name: x\ndescription: d\nversion: 2\n", "b"), true, false, "unknown front matter field"),
-            ("x", skill("name: x\ndescription: d\nmetadata: {n: 3}\n", "b"), true, false, "should be a string"),
-            ("x", skill("name: x\ndescription: d\nmetadata: {n: [3]}\n", "b"), true, false, "ignored"),
-            ("x", skill("name: x\ndescription: d\nallowed-tools: 3\n", "b"), true, false, "allowed-tools"),
-            ("x", skill("name: [x\ndescription: d\n", "b"), false, false, "not valid YAML"),
-            ("x", "---\nname: x\ndescription: d\n".into(), false, false, "never closed"),
+            (
+                "x",
+                skill("name: x\ndescription: d\n", &long_body),
+                true,
+                true,
+                "501 lines",
+            ),
+            (
+                "x",
+                skill("name: x\ndescription: d\nversion: 2\n", "b"),
+                true,
+                false,
+                "unknown front matter field",
+            ),
+            (
+                "x",
+                skill("name: x\ndescription: d\nmetadata: {n: 3}\n", "b"),
+                true,
+                false,
+                "should be a string",
+            ),
+            (
+                "x",
+                skill("name: x\ndescription: d\nmetadata: {n: [3]}\n", "b"),
+                true,
+                false,
+                "ignored",
+            ),
+            (
+                "x",
+                skill("name: x\ndescription: d\nallowed-tools: 3\n", "b"),
+                true,
+                false,
+                "allowed-tools",
+            ),
+            (
+                "x",
+                skill("name: [x\ndescription: d\n", "b"),
+                false,
+                false,
+                "not valid YAML",
+            ),
+            (
+                "x",
+                "---\nname: x\ndescription: d\n".into(),
+                false,
+                false,
+                "never closed",
+            ),
             ("x", skill("- a\n- b\n", "b"), false, false, "not a mapping"),
             ("Bad Folder", "just a body".into(), false, false, "no usable name"),
             ("x", String::new(), false, false, "no body"),
@@ -455,7 +549,10 @@ mod tests {
             if fragment.is_empty() {
                 assert!(all.is_empty(), "{text:?}: {all:?}");
             } else {
-                assert!(all.iter().any(|m| m.contains(fragment)), "{text:?}: want `{fragment}` in {all:?}");
+                assert!(
+                    all.iter().any(|m| m.contains(fragment)),
+                    "{text:?}: want `{fragment}` in {all:?}"
+                );
             }
         }
     }

@@ -7,9 +7,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use herald_core::{
-    ChannelError, ChannelName, ChannelOutbound, ConversationId, ConversationKind, ConversationRef,
-    ConversationStore, DeliveryReceipt, HistoryEntry, NewHistoryEntry, OutboundMessage, SentMessage, StoreError,
-    TaskId,
+    ChannelError, ChannelName, ChannelOutbound, ConversationId, ConversationKind, ConversationRef, ConversationStore,
+    DeliveryReceipt, HistoryEntry, NewHistoryEntry, OutboundMessage, SentMessage, StoreError, TaskId,
 };
 
 /// Writes `dir/name/SKILL.md` with front matter and returns the folder.
@@ -78,7 +77,10 @@ impl ConversationStore for MemoryStore {
         if *self.fail_writes.lock().unwrap() {
             return Err(StoreError::Unavailable("test store refuses writes".into()));
         }
-        self.state.lock().unwrap().insert((scope.into(), key.into()), value.clone());
+        self.state
+            .lock()
+            .unwrap()
+            .insert((scope.into(), key.into()), value.clone());
         Ok(())
     }
 

@@ -2,11 +2,9 @@
 //! keeping it behind these two functions means a maintained fork replaces it
 //! here and nowhere else.
 
-use serde::de::DeserializeOwned;
-
 /// Deserialises a YAML text into `T`; the error names the key and the line.
 #[cfg(test)]
-pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_yaml::from_str(text).map_err(|err| err.to_string())
 }
 
@@ -63,8 +61,14 @@ mod tests {
     #[test]
     fn yaml_becomes_the_same_json() {
         for (yaml, expected) in [
-            ("name: a\nn: 3\nf: 1.5\nb: true\nz: ~", json!({"name": "a", "n": 3, "f": 1.5, "b": true, "z": null})),
-            ("list: [a, b]\nmap: {1: x, true: y}", json!({"list": ["a", "b"], "map": {"1": "x", "true": "y"}})),
+            (
+                "name: a\nn: 3\nf: 1.5\nb: true\nz: ~",
+                json!({"name": "a", "n": 3, "f": 1.5, "b": true, "z": null}),
+            ),
+            (
+                "list: [a, b]\nmap: {1: x, true: y}",
+                json!({"list": ["a", "b"], "map": {"1": "x", "true": "y"}}),
+            ),
             ("text: |\n  two\n  lines\n", json!({"text": "two\nlines\n"})),
         ] {
             assert_eq!(super::to_json(yaml).unwrap(), expected, "{yaml}");

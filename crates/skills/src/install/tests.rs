@@ -56,7 +56,10 @@ fn a_folder_installs_under_its_name_with_its_files() {
     assert_eq!(installed.folder, target_dir.join("weather"));
     assert_eq!(installed.files, 2);
     assert!(installed.warnings.is_empty(), "{:?}", installed.warnings);
-    let mode = std::fs::metadata(target_dir.join("weather/scripts/get.sh")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(target_dir.join("weather/scripts/get.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o755);
     assert!(!target_dir.join("weather/.git").exists());
     let again = install_skill(&source, &target_dir, &limits()).unwrap_err().to_string();
@@ -66,7 +69,10 @@ fn a_folder_installs_under_its_name_with_its_files() {
 #[test]
 fn a_zip_installs_with_or_without_a_top_folder() {
     for entries in [
-        vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("references/api.md", b"api")],
+        vec![
+            Entry::File("SKILL.md", SKILL.as_bytes()),
+            Entry::File("references/api.md", b"api"),
+        ],
         vec![
             Entry::Dir("weather/"),
             Entry::File("weather/SKILL.md", SKILL.as_bytes()),
@@ -90,14 +96,53 @@ fn unsafe_or_oversized_archives_are_refused_and_leave_nothing() {
     let big = vec![b'x'; 1001];
     let medium = vec![b'x'; 900];
     let cases: Vec<(Vec<Entry<'_>>, &str)> = vec![
-        (vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("../evil.sh", b"x")], "climbs out"),
-        (vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("a/../../evil", b"x")], "climbs out"),
-        (vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("/etc/evil", b"x")], "absolute"),
-        (vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("C:/evil", b"x")], "absolute"),
-        (vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("a\\b", b"x")], "`\\`"),
-        (vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::Link("passwd", "/etc/passwd")], "link"),
-        (vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("./SKILL.md", b"again")], "twice"),
-        (vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("big.bin", &big)], "more than 1000 bytes"),
+        (
+            vec![
+                Entry::File("SKILL.md", SKILL.as_bytes()),
+                Entry::File("../evil.sh", b"x"),
+            ],
+            "climbs out",
+        ),
+        (
+            vec![
+                Entry::File("SKILL.md", SKILL.as_bytes()),
+                Entry::File("a/../../evil", b"x"),
+            ],
+            "climbs out",
+        ),
+        (
+            vec![
+                Entry::File("SKILL.md", SKILL.as_bytes()),
+                Entry::File("/etc/evil", b"x"),
+            ],
+            "absolute",
+        ),
+        (
+            vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("C:/evil", b"x")],
+            "absolute",
+        ),
+        (
+            vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("a\\b", b"x")],
+            "`\\`",
+        ),
+        (
+            vec![
+                Entry::File("SKILL.md", SKILL.as_bytes()),
+                Entry::Link("passwd", "/etc/passwd"),
+            ],
+            "link",
+        ),
+        (
+            vec![
+                Entry::File("SKILL.md", SKILL.as_bytes()),
+                Entry::File("./SKILL.md", b"again"),
+            ],
+            "twice",
+        ),
+        (
+            vec![Entry::File("SKILL.md", SKILL.as_bytes()), Entry::File("big.bin", &big)],
+            "more than 1000 bytes",
+        ),
         (
             vec![
                 Entry::File("SKILL.md", SKILL.as_bytes()),
@@ -119,12 +164,23 @@ fn unsafe_or_oversized_archives_are_refused_and_leave_nothing() {
             "more than 5 files",
         ),
         (
-            (0..9).map(|i| Entry::Dir(["d0/", "d1/", "d2/", "d3/", "d4/", "d5/", "d6/", "d7/", "d8/"][i])).collect(),
+            (0..9)
+                .map(|i| Entry::Dir(["d0/", "d1/", "d2/", "d3/", "d4/", "d5/", "d6/", "d7/", "d8/"][i]))
+                .collect(),
             "9 entries",
         ),
         (vec![Entry::File("README.md", b"no skill")], "no SKILL.md"),
-        (vec![Entry::File("SKILL.md", b"---\nname: weather\n---\n")], "no description"),
-        (vec![Entry::File("a/SKILL.md", SKILL.as_bytes()), Entry::File("b/SKILL.md", SKILL.as_bytes())], "not one folder"),
+        (
+            vec![Entry::File("SKILL.md", b"---\nname: weather\n---\n")],
+            "no description",
+        ),
+        (
+            vec![
+                Entry::File("a/SKILL.md", SKILL.as_bytes()),
+                Entry::File("b/SKILL.md", SKILL.as_bytes()),
+            ],
+            "not one folder",
+        ),
     ];
     for (entries, fragment) in cases {
         let dir = tempfile::tempdir().unwrap();
@@ -144,6 +200,8 @@ fn a_folder_with_a_link_is_refused() {
     std::fs::create_dir_all(&source).unwrap();
     std::fs::write(source.join(SKILL_FILE), SKILL).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", source.join("passwd")).unwrap();
-    let err = install_skill(&source, &dir.path().join("skills"), &limits()).unwrap_err().to_string();
+    let err = install_skill(&source, &dir.path().join("skills"), &limits())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("link"), "{err}");
 }

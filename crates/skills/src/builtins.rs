@@ -1,0 +1,358 @@
+//! The core skills every Herald has: `activate_skill`, `read_skill_file`,
+//! `send_message` and `run_skill_script`. Each is a spec plus an `invoke`;
+//! the toolbox has already checked the caller's rights and the arguments
+//! against the schema when `invoke` runs, and the skills check again what
+//! they alone know (the target conversation of `send_message`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use herald_core::{ConversationId, OutboundMessage, ToolOutput};
+use serde_json::{Value, json};
+
+use crate::caps::Activation;
+use crate::catalog::skill_block;
+use crate::error::SkillError;
+use crate::files::{MAX_PAGE_CHARS, read_skill_file};
+use crate::name::SkillName;
+use crate::registry::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView};
+use crate::script::{ScriptRequest, run_skill_script};
+use crate::skill::Skill;
+use crate::state;
+
+pub const ACTIVATE_SKILL: &str = "activate_skill";
+pub const READ_SKILL_FILE: &str = "read_skill_file";
+pub const SEND_MESSAGE: &str = "send_message";
+pub const RUN_SKILL_SCRIPT: &str = "run_skill_script";
+
+/// The four core skills.
+pub fn core_skills() -> Vec<Arc<dyn CoreSkill>> {
+    vec![
+        Arc::new(ActivateSkill(spec(
+            ACTIVATE_SKILL,
+            "Load a skill's instructions into this conversation before doing a task it covers. \
+             Returns its instructions, its folder and its bundled files.",
+            json!({
+                "type": "object",
+                "properties": {"name": {"type": "string", "description": "A skill name from the catalog"}},
+                "required": ["name"],
+                "additionalProperties": false
+            }),
+            Policy::default(),
+        ))),
+        Arc::new(ReadSkillFile(spec(
+            READ_SKILL_FILE,
+            "Read a file bundled with a skill (references, templates), a page at a time.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The skill"},
+                    "path": {"type": "string", "minLength": 1, "description": "Relative to the skill folder, e.g. references/guide.md"},
+                    "offset": {"type": "integer", "minimum": 0, "description": "First character to read"},
+                    "max_chars": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_CHARS}
+                },
+                "required": ["name", "path"],
+                "additionalProperties": false
+            }),
+            Policy {
+                parallel_safe: true,
+                research: true,
+                ..Policy::default()
+            },
+        ))),
+        Arc::new(SendMessage(spec(
+            SEND_MESSAGE,
+            "Send a message to the user now, before the final answer (progress, a result worth sending \
+             on its own).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "minLength": 1, "maxLength": 20000},
+                    "conversation": {"type": "string", "description": "Another conversation's id (admins only); default: this one"}
+                },
+                "required": ["text"],
+                "additionalProperties": false
+            }),
+            Policy {
+                side_effect: true,
+                ..Policy::default()
+            },
+        ))),
+        Arc::new(RunSkillScript(spec(
+            RUN_SKILL_SCRIPT,
+            "Run a script from a skill's scripts/ folder in a temporary copy of the skill. Needs an \
+             admin's confirmation unless autonomy is full.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The skill"},
+                    "script": {"type": "string", "minLength": 1, "description": "A file in the skill's scripts/"},
+                    "args": {"type": "array", "items": {"type": "string"}, "maxItems": 32},
+                    "stdin": {"type": "string", "maxLength": 100000}
+                },
+                "required": ["name", "script"],
+                "additionalProperties": false
+            }),
+            Policy {
+                side_effect: true,
+                elevated: true,
+                dangerous: true,
+                ..Policy::default()
+            },
+        ))),
+    ]
+}
+
+fn spec(name: &str, description: &str, parameters: Value, policy: Policy) -> SkillSpec {
+    SkillSpec {
+        name: SkillName::new(name).expect("core skill names are valid"),
+        description: description.to_owned(),
+        parameters,
+        policy,
+    }
+}
+
+/// The schema with `properties.name` narrowed to `names`.
+fn with_name_enum(parameters: &Value, names: Vec<Value>) -> Value {
+    let mut parameters = parameters.clone();
+    if let Some(name) = parameters.pointer_mut("/properties/name") {
+        name["enum"] = Value::Array(names);
+    }
+    parameters
+}
+
+fn visible<'v>(view: &'v TurnView, arguments: &Value) -> Result<&'v Arc<Skill>, SkillError> {
+    let name = arguments["name"].as_str().unwrap_or_default();
+    view.get(name).ok_or_else(|| SkillError::NotFound(name.to_owned()))
+}
+
+/// Activates `name` in the context's conversation within the caps, and saves.
+pub(crate) async fn activate_in_conversation(
+    services: &Services,
+    conversation: &ConversationId,
+    view: &TurnView,
+    name: &SkillName,
+) -> Result<Activation, SkillError> {
+    let mut active = state::active(services.store.as_ref(), conversation).await?;
+    let size = |n: &SkillName| view.get(n.as_str()).map_or(0, |s| s.document.body_chars());
+    let outcome = active.activate(name, size, &services.caps);
+    if !matches!(outcome, Activation::Refused(_)) {
+        state::save_active(services.store.as_ref(), conversation, &active).await?;
+    }
+    Ok(outcome)
+}
+
+struct ActivateSkill(SkillSpec);
+
+#[async_trait]
+impl CoreSkill for ActivateSkill {
+    fn spec(&self) -> &SkillSpec {
+        &self.0
+    }
+
+    fn parameters(&self, view: &TurnView) -> Value {
+        with_name_enum(&self.0.parameters, view.names())
+    }
+
+    fn offered(&self, view: &TurnView) -> bool {
+        !view.eager && !view.visible.is_empty()
+    }
+
+    async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
+        let skill = visible(context.view, &arguments)?;
+        let outcome = activate_in_conversation(
+            context.services,
+            &context.scope.conversation.id,
+            context.view,
+            &skill.name,
+        )
+        .await?;
+        if let Activation::Refused(refusal) = &outcome {
+            return Err(SkillError::refused(format!(
+                "skill `{}` was not activated: {}",
+                skill.name,
+                refusal.reason()
+            )));
+        }
+        let mut text = skill_block(skill.name.as_str(), skill.body());
+        text.push_str(&format!("\nFolder: {}", skill.folder.display()));
+        if skill.files.is_empty() {
+            text.push_str("\nFiles: none");
+        } else {
+            text.push_str(&format!(
+                "\nFiles (read with read_skill_file): {}",
+                skill.files.join(", ")
+            ));
+        }
+        if let Some(notice) = outcome.notice(&skill.name) {
+            text.push('\n');
+            text.push_str(&notice);
+        }
+        Ok(ToolOutput::ok(text))
+    }
+}
+
+struct ReadSkillFile(SkillSpec);
+
+#[async_trait]
+impl CoreSkill for ReadSkillFile {
+    fn spec(&self) -> &SkillSpec {
+        &self.0
+    }
+
+    fn parameters(&self, view: &TurnView) -> Value {
+        with_name_enum(&self.0.parameters, view.names())
+    }
+
+    fn offered(&self, view: &TurnView) -> bool {
+        !view.visible.is_empty()
+    }
+
+    async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
+        let skill = visible(context.view, &arguments)?;
+        let folder = skill.folder.clone();
+        let path = arguments["path"].as_str().unwrap_or_default().to_owned();
+        let offset = arguments["offset"].as_u64().unwrap_or(0) as usize;
+        let max_chars = arguments["max_chars"].as_u64().map(|n| n as usize);
+        let page = tokio::task::spawn_blocking(move || read_skill_file(&folder, &path, offset, max_chars))
+            .await
+            .map_err(|err| SkillError::refused(format!("reading the file failed: {err}")))??;
+        Ok(ToolOutput::ok(page.render()))
+    }
+}
+
+struct SendMessage(SkillSpec);
+
+#[async_trait]
+impl CoreSkill for SendMessage {
+    fn spec(&self) -> &SkillSpec {
+        &self.0
+    }
+
+    fn parameters(&self, view: &TurnView) -> Value {
+        let mut parameters = self.0.parameters.clone();
+        if !view.is_admin
+            && let Some(properties) = parameters.get_mut("properties").and_then(Value::as_object_mut)
+        {
+            properties.remove("conversation");
+        }
+        parameters
+    }
+
+    async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
+        let text = arguments["text"].as_str().unwrap_or_default().to_owned();
+        let current = &context.scope.conversation;
+        let target = match arguments.get("conversation").and_then(Value::as_str) {
+            None => current.clone(),
+            Some(id) if id == current.id.as_str() => current.clone(),
+            Some(id) => {
+                if !context.is_admin {
+                    tracing::warn!(
+                        actor = ?context.scope.actor.as_ref().map(|a| a.as_str()),
+                        conversation = %current.id,
+                        "send_message to another conversation refused for a non-admin"
+                    );
+                    return Err(SkillError::refused(
+                        "only admins may send to another conversation; the message was not sent",
+                    ));
+                }
+                let id = ConversationId::new(id);
+                context
+                    .services
+                    .store
+                    .conversation(&id)
+                    .await?
+                    .ok_or_else(|| SkillError::refused(format!("no known conversation `{id}`; nothing was sent")))?
+            }
+        };
+        let sent = context
+            .services
+            .outbound
+            .send(&OutboundMessage {
+                conversation: target.clone(),
+                text: text.clone(),
+                reply_to: None,
+            })
+            .await?;
+        let same = target.id == current.id;
+        Ok(ToolOutput {
+            content: format!(
+                "Sent to {} ({} message{}).",
+                if same {
+                    "this conversation".to_owned()
+                } else {
+                    target.id.to_string()
+                },
+                sent.platform_message_ids.len(),
+                if sent.platform_message_ids.len() == 1 { "" } else { "s" }
+            ),
+            is_error: false,
+            delivered_to_conversation: same.then_some(text),
+        })
+    }
+}
+
+struct RunSkillScript(SkillSpec);
+
+#[async_trait]
+impl CoreSkill for RunSkillScript {
+    fn spec(&self) -> &SkillSpec {
+        &self.0
+    }
+
+    fn parameters(&self, view: &TurnView) -> Value {
+        let names = view
+            .visible
+            .iter()
+            .filter(|s| s.scripts().next().is_some())
+            .map(|s| Value::from(s.name.as_str()))
+            .collect();
+        with_name_enum(&self.0.parameters, names)
+    }
+
+    fn offered(&self, view: &TurnView) -> bool {
+        view.visible.iter().any(|s| s.scripts().next().is_some())
+    }
+
+    async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
+        let skill = visible(context.view, &arguments)?;
+        let script = arguments["script"].as_str().unwrap_or_default();
+        let args: Vec<String> = arguments["args"]
+            .as_array()
+            .map(|items| items.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        let receipt = run_skill_script(ScriptRequest {
+            folder: &skill.folder,
+            script,
+            args: &args,
+            stdin: arguments["stdin"].as_str(),
+            timeout: context.services.config.effective_script_timeout(),
+        })
+        .await?;
+        tracing::info!(
+            skill = %skill.name,
+            script = %receipt.script,
+            status = %receipt.status(),
+            task = %context.scope.task,
+            "skill script ran"
+        );
+        let mut stored = serde_json::to_value(&receipt).unwrap_or_default();
+        stored["skill"] = Value::from(skill.name.as_str());
+        stored["at"] = Value::from(context.services.clock.now().to_rfc3339());
+        let key = format!("{}:{}", context.scope.task, context.ordinal);
+        if let Err(err) = context
+            .services
+            .store
+            .put_state(&state::receipts_scope(&context.scope.conversation.id), &key, &stored)
+            .await
+        {
+            tracing::warn!(error = %err, skill = %skill.name, "script receipt not stored");
+        }
+        let text = format!("{}\n{}", receipt.status(), receipt.output);
+        Ok(if receipt.succeeded() {
+            ToolOutput::ok(text)
+        } else {
+            ToolOutput::error(text)
+        })
+    }
+}

@@ -1,0 +1,163 @@
+//! What the skill registry keeps in the store, in one place: the scopes and
+//! keys of [`ConversationStore`] state, and the JSON shapes kept there.
+//!
+//! - `skill_switches` / skill name: `{"enabled": false}`. Skills without a
+//!   switch are enabled, except that `install` writes a disabled one.
+//! - `active_skills` / conversation id: the conversation's [`ActiveSkills`].
+//! - `skill_calls:<task>` / `<ordinal>:<skill>:<hash of arguments>`: a side
+//!   effect's idempotency record, written before the effect runs.
+//! - `skill_confirmations` / code: a dangerous call waiting for `/approve`.
+//! - `skill_receipts:<conversation>` / `<task>:<ordinal>`: script receipts.
+
+use std::collections::BTreeSet;
+
+use herald_core::{ConversationId, ConversationStore, StoreError, TaskId, ToolOutput};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::caps::ActiveSkills;
+use crate::name::SkillName;
+
+pub const SWITCHES: &str = "skill_switches";
+pub const ACTIVE: &str = "active_skills";
+pub const CONFIRMATIONS: &str = "skill_confirmations";
+
+pub fn calls_scope(task: TaskId) -> String {
+    format!("skill_calls:{task}")
+}
+
+pub fn receipts_scope(conversation: &ConversationId) -> String {
+    format!("skill_receipts:{conversation}")
+}
+
+/// The key of one side-effect call: task (in the scope), ordinal, skill and
+/// canonical arguments.
+pub fn call_key(ordinal: u32, skill: &SkillName, canonical_arguments: &str) -> String {
+    let digest = Sha256::digest(canonical_arguments.as_bytes());
+    format!("{ordinal}:{skill}:{}", hex::encode(&digest[..12]))
+}
+
+/// The names switched off.
+pub async fn disabled(store: &dyn ConversationStore) -> Result<BTreeSet<SkillName>, StoreError> {
+    Ok(store
+        .list_state(SWITCHES)
+        .await?
+        .into_iter()
+        .filter(|(_, value)| value.get("enabled") == Some(&serde_json::Value::Bool(false)))
+        .filter_map(|(key, _)| SkillName::new(key).ok())
+        .collect())
+}
+
+pub async fn set_enabled(store: &dyn ConversationStore, name: &SkillName, enabled: bool) -> Result<(), StoreError> {
+    store
+        .put_state(SWITCHES, name.as_str(), &serde_json::json!({ "enabled": enabled }))
+        .await
+}
+
+pub async fn active(store: &dyn ConversationStore, conversation: &ConversationId) -> Result<ActiveSkills, StoreError> {
+    match store.get_state(ACTIVE, conversation.as_str()).await? {
+        Some(value) => serde_json::from_value(value)
+            .map_err(|err| StoreError::Corrupt(format!("active skills of {conversation}: {err}"))),
+        None => Ok(ActiveSkills::default()),
+    }
+}
+
+pub async fn save_active(
+    store: &dyn ConversationStore,
+    conversation: &ConversationId,
+    active: &ActiveSkills,
+) -> Result<(), StoreError> {
+    let value = serde_json::to_value(active).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    store.put_state(ACTIVE, conversation.as_str(), &value).await
+}
+
+/// A side effect's record: `Started` is written before it runs, `Done` after.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CallRecord {
+    Started,
+    Done(StoredOutput),
+}
+
+/// A [`ToolOutput`] as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredOutput {
+    pub content: String,
+    pub is_error: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_to_conversation: Option<String>,
+}
+
+impl From<&ToolOutput> for StoredOutput {
+    fn from(output: &ToolOutput) -> Self {
+        Self {
+            content: output.content.clone(),
+            is_error: output.is_error,
+            delivered_to_conversation: output.delivered_to_conversation.clone(),
+        }
+    }
+}
+
+impl From<StoredOutput> for ToolOutput {
+    fn from(stored: StoredOutput) -> Self {
+        ToolOutput {
+            content: stored.content,
+            is_error: stored.is_error,
+            delivered_to_conversation: stored.delivered_to_conversation,
+        }
+    }
+}
+
+pub async fn call_record(
+    store: &dyn ConversationStore,
+    task: TaskId,
+    key: &str,
+) -> Result<Option<CallRecord>, StoreError> {
+    match store.get_state(&calls_scope(task), key).await? {
+        Some(value) => serde_json::from_value(value)
+            .map(Some)
+            .map_err(|err| StoreError::Corrupt(format!("skill call record {key}: {err}"))),
+        None => Ok(None),
+    }
+}
+
+pub async fn put_call_record(
+    store: &dyn ConversationStore,
+    task: TaskId,
+    key: &str,
+    record: &CallRecord,
+) -> Result<(), StoreError> {
+    let value = serde_json::to_value(record).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    store.put_state(&calls_scope(task), key, &value).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::MemoryStore;
+
+    #[tokio::test]
+    async fn switches_active_sets_and_call_records_round_trip() {
+        let store = MemoryStore::default();
+        let notes = SkillName::new("notes").unwrap();
+        set_enabled(&store, &notes, false).await.unwrap();
+        set_enabled(&store, &SkillName::new("pdf").unwrap(), true)
+            .await
+            .unwrap();
+        assert_eq!(disabled(&store).await.unwrap(), BTreeSet::from([notes.clone()]));
+
+        let conversation = ConversationId::new("local:owner");
+        assert!(active(&store, &conversation).await.unwrap().is_empty());
+        let set = ActiveSkills::from_names(vec![notes.clone()]);
+        save_active(&store, &conversation, &set).await.unwrap();
+        assert_eq!(active(&store, &conversation).await.unwrap(), set);
+
+        let key = call_key(3, &notes, r#"{"a":1}"#);
+        assert!(key.starts_with("3:notes:"));
+        assert_ne!(key, call_key(3, &notes, r#"{"a":2}"#));
+        let record = CallRecord::Done(StoredOutput::from(&ToolOutput::ok("sent")));
+        put_call_record(&store, TaskId(7), &key, &record).await.unwrap();
+        assert_eq!(call_record(&store, TaskId(7), &key).await.unwrap(), Some(record));
+        assert_eq!(call_record(&store, TaskId(8), &key).await.unwrap(), None);
+    }
+}
