@@ -364,7 +364,12 @@ impl Toolbox for SkillToolbox {
             ActiveSkills::default()
         });
         let before = active.clone();
-        active.retain(|name| view.get(name.as_str()).is_some());
+        {
+            // Skills that are gone or switched off leave the set; skills this
+            // sender may not see stay active for the others, unrendered here.
+            let registry = self.registry.read().expect("registry lock");
+            active.retain(|name| registry.agent_skill(name.as_str()).is_some() && registry.is_enabled(name));
+        }
         if let Some(text) = user_text {
             self.activate_from_text(text, &view, &mut active, &mut preparation.notices);
             if let Some(request) = parse_slash(text)

@@ -719,3 +719,17 @@ async fn parallel_safety_and_research_come_from_the_policy() {
     assert!(!toolbox.parallel_safe("nope"));
     assert!(toolbox.policy("read_skill_file").unwrap().research);
 }
+
+#[tokio::test]
+async fn an_elevated_skill_active_in_a_group_is_not_shown_to_others_and_stays_active() {
+    let fixture = Fixture::new().with_example_skills();
+    let toolbox = fixture.toolbox().await;
+    assert!(prompt(&toolbox.prepare(&scope(1, true), Some("$ops")).await).contains("OPS BODY"));
+    assert!(!prompt(&toolbox.prepare(&scope(2, false), Some("hi")).await).contains("OPS BODY"));
+    assert!(prompt(&toolbox.prepare(&scope(3, true), Some("hi")).await).contains("OPS BODY"));
+    std::fs::remove_dir_all(fixture.skills_dir.join("ops")).unwrap();
+    toolbox.reload().await.unwrap();
+    toolbox.prepare(&scope(4, true), Some("hi")).await;
+    let stored = crate::state::active(fixture.store.as_ref(), &conversation("local:alice").id).await.unwrap();
+    assert!(stored.is_empty(), "a removed skill leaves the active set: {stored:?}");
+}
