@@ -1,0 +1,121 @@
+//! The `storage:` and `queue:` sections of herald.yaml. The store owns them so
+//! the binary only composes them.
+
+use std::fmt;
+use std::time::Duration;
+
+use herald_core::Backoff;
+use serde::Deserialize;
+
+use crate::url::redact;
+
+/// Where Herald keeps its data.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// `sqlite://PATH`, `sqlite:PATH`, `sqlite::memory:`, `postgres://…` or
+    /// `postgresql://…`.
+    pub url: String,
+    /// Connections for reads (SQLite) or for everything (PostgreSQL).
+    pub max_connections: u32,
+    /// How long SQLite waits for another connection's write lock.
+    #[serde(with = "herald_core::duration::serde")]
+    pub busy_timeout: Duration,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://herald.db".into(),
+            max_connections: 8,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The URL may carry a password: Debug shows it redacted.
+impl fmt::Debug for StorageConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StorageConfig")
+            .field("url", &redact(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("busy_timeout", &self.busy_timeout)
+            .finish()
+    }
+}
+
+/// How the task queue leases and retries.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    /// How long a claim holds a task before another worker may take it over.
+    #[serde(with = "herald_core::duration::serde")]
+    pub lease: Duration,
+    /// The wait after the first failed attempt; it doubles after each one.
+    #[serde(with = "herald_core::duration::serde")]
+    pub retry_base: Duration,
+    /// The longest wait between attempts.
+    #[serde(with = "herald_core::duration::serde")]
+    pub retry_max: Duration,
+    /// Attempts in all before a task is dead.
+    pub max_attempts: u32,
+    /// SQLite only: how often an idle worker looks for tasks that another
+    /// process put into the same file (PostgreSQL is told by LISTEN/NOTIFY).
+    #[serde(with = "herald_core::duration::serde")]
+    pub poll_interval: Duration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(60),
+            retry_base: Duration::from_secs(2),
+            retry_max: Duration::from_secs(300),
+            max_attempts: 5,
+            poll_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+impl QueueConfig {
+    /// The backoff for a task allowed `max_attempts` attempts.
+    pub(crate) fn backoff(&self, max_attempts: u32) -> Backoff {
+        Backoff {
+            base: self.retry_base,
+            max_delay: self.retry_max,
+            max_attempts,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_what_is_left_out() {
+        let queue: QueueConfig = serde_json::from_str(r#"{"lease": "90s", "max_attempts": 3}"#).unwrap();
+        assert_eq!(queue.lease, Duration::from_secs(90));
+        assert_eq!(queue.max_attempts, 3);
+        assert_eq!(queue.retry_max, Duration::from_secs(300));
+        let storage: StorageConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(storage.url, "sqlite://herald.db");
+        assert_eq!(storage.busy_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err = serde_json::from_str::<QueueConfig>(r#"{"leese": "90s"}"#).unwrap_err();
+        assert!(err.to_string().contains("leese"), "{err}");
+    }
+
+    #[test]
+    fn debug_hides_the_password() {
+        let config = StorageConfig {
+            url: "postgres://herald:s3cret@db/herald".into(),
+            ..Default::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+}

@@ -1,0 +1,110 @@
+//! Statements both engines run as they are. SQLite reads `$1` as the first
+//! parameter just as PostgreSQL does, and both have `ON CONFLICT`,
+//! `RETURNING` and `FILTER`, so only the claim and the claim filters differ
+//! (they live beside each engine's queue).
+
+/// The columns `rows::task` reads, as a literal for `concat!`.
+macro_rules! task_columns {
+    () => {
+        "id, conversation_id, channel, payload, attempts, max_attempts, created_at, last_error"
+    };
+}
+pub(crate) use task_columns;
+
+pub(crate) const FIND_DEDUP: &str = "SELECT task_id FROM inbound_dedup WHERE key = $1";
+
+/// The conversation row is written before the task, in the same transaction.
+/// On PostgreSQL that row lock orders concurrent enqueues of one
+/// conversation, so task ids (which come after it) follow commit order and a
+/// claimer can never see a later task of a conversation without its earlier one.
+pub(crate) const UPSERT_CONVERSATION: &str = "\
+INSERT INTO conversations (id, channel, ref, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
+ON CONFLICT (id) DO UPDATE SET channel = excluded.channel, ref = excluded.ref, updated_at = excluded.updated_at";
+
+pub(crate) const INSERT_TASK: &str = "\
+INSERT INTO tasks (conversation_id, channel, payload, priority, state, attempts, max_attempts, run_at, created_at, updated_at)
+VALUES ($1, $2, $3, $4, 'queued', 0, $5, $6, $7, $7)
+RETURNING id";
+
+pub(crate) const INSERT_DEDUP: &str =
+    "INSERT INTO inbound_dedup (key, task_id, seen_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING";
+
+// Every change below names the lease token: a worker whose lease expired and
+// was claimed by another changes nothing and learns it lost the lease.
+
+pub(crate) const EXTEND: &str = "\
+UPDATE tasks SET lease_expires_at = $1, updated_at = $2
+WHERE id = $3 AND lease_token = $4 AND state = 'leased'";
+
+pub(crate) const COMPLETE: &str = "\
+UPDATE tasks SET state = 'done', lease_token = NULL, lease_expires_at = NULL, updated_at = $1
+WHERE id = $2 AND lease_token = $3 AND state = 'leased'";
+
+pub(crate) const RETRY: &str = "\
+UPDATE tasks SET state = 'queued', run_at = $1, last_error = $2, lease_token = NULL, lease_expires_at = NULL, updated_at = $3
+WHERE id = $4 AND lease_token = $5 AND state = 'leased'";
+
+pub(crate) const BURY: &str = "\
+UPDATE tasks SET state = 'dead', last_error = $1, lease_token = NULL, lease_expires_at = NULL, updated_at = $2
+WHERE id = $3 AND lease_token = $4 AND state = 'leased'";
+
+/// A graceful shutdown gives the task back without counting the attempt.
+pub(crate) const RELEASE: &str = "\
+UPDATE tasks SET state = 'queued', attempts = attempts - 1, run_at = $1, lease_token = NULL, lease_expires_at = NULL,
+    updated_at = $1
+WHERE id = $2 AND lease_token = $3 AND state = 'leased'";
+
+/// When the next conversation head becomes claimable by itself: a queued
+/// head's `run_at` or a leased head's expiry, whichever comes first after now.
+/// Tasks behind a head do not count: they wait for the head, not the clock.
+pub(crate) const NEXT_DUE: &str = "\
+SELECT MIN(CASE WHEN t.state = 'queued' THEN t.run_at ELSE t.lease_expires_at END)
+FROM tasks t
+WHERE t.state IN ('queued', 'leased')
+  AND (CASE WHEN t.state = 'queued' THEN t.run_at ELSE t.lease_expires_at END) > $1
+  AND NOT EXISTS (
+      SELECT 1 FROM tasks e
+      WHERE e.conversation_id = t.conversation_id AND e.state IN ('queued', 'leased') AND e.id < t.id)";
+
+pub(crate) const STATS: &str = "\
+SELECT COUNT(*) FILTER (WHERE state = 'queued') AS queued,
+       COUNT(*) FILTER (WHERE state = 'leased') AS leased,
+       COUNT(*) FILTER (WHERE state = 'dead') AS dead,
+       MIN(created_at) FILTER (WHERE state = 'queued') AS oldest_queued_at
+FROM tasks";
+
+pub(crate) const HISTORY: &str = "\
+SELECT id, task_id, role, actor, text, at FROM (
+    SELECT id, task_id, role, actor, text, at FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2
+) AS newest ORDER BY id";
+
+pub(crate) const TASK_ENTRIES: &str =
+    "SELECT id, task_id, role, actor, text, at FROM messages WHERE task_id = $1 ORDER BY seq";
+
+pub(crate) const TASK_HAS_ENTRIES: &str = "SELECT COUNT(*) FROM messages WHERE task_id = $1";
+
+/// A second `record_turn` of a task conflicts on `(task_id, seq)` and writes nothing.
+pub(crate) const INSERT_ENTRY: &str = "\
+INSERT INTO messages (conversation_id, task_id, seq, role, actor, text, at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (task_id, seq) DO NOTHING";
+
+pub(crate) const CONVERSATION: &str = "SELECT ref FROM conversations WHERE id = $1";
+
+pub(crate) const DELIVERY: &str = "\
+SELECT task_id, slot, conversation_id, platform_message_ids, delivered_at FROM deliveries
+WHERE task_id = $1 AND slot = $2";
+
+/// The first receipt of a slot stands: a task delivers each slot once.
+pub(crate) const INSERT_DELIVERY: &str = "\
+INSERT INTO deliveries (task_id, slot, conversation_id, platform_message_ids, delivered_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (task_id, slot) DO NOTHING";
+
+pub(crate) const GET_STATE: &str = "SELECT value FROM state WHERE scope = $1 AND key = $2";
+
+pub(crate) const PUT_STATE: &str = "\
+INSERT INTO state (scope, key, value, updated_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at";
+
+pub(crate) const DELETE_STATE: &str = "DELETE FROM state WHERE scope = $1 AND key = $2";
+
+pub(crate) const LIST_STATE: &str = "SELECT key, value FROM state WHERE scope = $1 ORDER BY key";

@@ -1,0 +1,113 @@
+//! SQLite: one file, WAL, and one writer.
+//!
+//! SQLite lets one connection write at a time, whatever we do; many writing
+//! connections only queue up on its file lock and fail with "database is
+//! locked" when `busy_timeout` runs out. So every write in this process goes
+//! through a pool of exactly one connection, where writes wait their turn in
+//! order, and reads (history, state, counts) go through a separate pool that
+//! WAL lets run beside the writer. Writes are single statements or short
+//! `BEGIN IMMEDIATE` transactions (the lock is taken up front, so a
+//! transaction never fails half-way to upgrade its read lock) and nothing is
+//! awaited while the write connection is held, so the writer never waits on
+//! the model, a channel or the network: the program is not serialised, only
+//! its few-millisecond writes are.
+//!
+//! Other processes may use the same file (`herald chat` beside `herald run`);
+//! `busy_timeout` covers their writes, and idle workers look for their tasks
+//! every `queue.poll_interval` since SQLite cannot notify across processes.
+//!
+//! `sqlite::memory:` keeps one connection for reads and writes: each
+//! connection would otherwise see its own empty database once the last
+//! connection to it closed.
+
+mod conversations;
+mod queue;
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use herald_core::{Clock, StoreError};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+use crate::config::{QueueConfig, StorageConfig};
+use crate::error;
+use crate::url::redact;
+use crate::wake::Wakeup;
+
+pub(crate) struct SqliteStore {
+    /// Exactly one connection: every write goes through it.
+    write: SqlitePool,
+    /// Reads; the same pool as `write` for an in-memory database.
+    read: SqlitePool,
+    clock: Arc<dyn Clock>,
+    queue: QueueConfig,
+    wakeup: Wakeup,
+}
+
+impl SqliteStore {
+    pub(crate) async fn connect(
+        storage: &StorageConfig,
+        queue: &QueueConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(&storage.url)
+            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact(&storage.url))))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(storage.busy_timeout);
+        let in_memory = storage.url.contains(":memory:") || storage.url.contains("mode=memory");
+        let write = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(if in_memory { 1 } else { 0 })
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| opening(&storage.url, e))?;
+        let read = if in_memory {
+            write.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(storage.max_connections.max(1))
+                .connect_with(options)
+                .await
+                .map_err(|e| opening(&storage.url, e))?
+        };
+        Ok(Self {
+            write,
+            read,
+            clock,
+            queue: queue.clone(),
+            wakeup: Wakeup::default(),
+        })
+    }
+
+    pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
+        crate::migrations::sqlite()
+            .run(&self.write)
+            .await
+            .map_err(error::migrate)
+    }
+
+    pub(crate) async fn ping(&self) -> Result<(), StoreError> {
+        for pool in [&self.write, &self.read] {
+            sqlx::query("SELECT 1").execute(pool).await.map_err(error::db)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn close(&self) {
+        self.read.close().await;
+        self.write.close().await;
+    }
+
+    fn now(&self) -> i64 {
+        herald_core::time::to_millis(self.clock.now())
+    }
+}
+
+fn opening(url: &str, err: sqlx::Error) -> StoreError {
+    StoreError::Unavailable(format!("cannot open {}: {err}", redact(url)))
+}
