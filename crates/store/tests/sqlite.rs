@@ -1,0 +1,76 @@
+//! The queue and store suite on SQLite, a fresh file per test.
+
+mod suite;
+
+use std::sync::Arc;
+
+use herald_core::{ClaimFilter, ManualClock, StoreError};
+use herald_store::{QueueConfig, Storage, StorageConfig};
+use suite::{Harness, backend_suite, message};
+
+async fn harness() -> Option<Harness> {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let url = format!("sqlite://{}", dir.path().join("herald.db").display());
+    Some(
+        Harness::new(
+            StorageConfig {
+                url,
+                ..StorageConfig::default()
+            },
+            Box::new(dir),
+        )
+        .await,
+    )
+}
+
+backend_suite!(harness);
+
+async fn open(url: &str) -> Result<Storage, StoreError> {
+    let clock = Arc::new(ManualClock::new(suite::start_time()));
+    Storage::connect(
+        &StorageConfig {
+            url: url.into(),
+            ..StorageConfig::default()
+        },
+        &QueueConfig::default(),
+        clock,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn every_sqlite_url_form_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("short.db");
+    for url in [
+        "sqlite::memory:".to_owned(),
+        format!("sqlite:{}", path.display()),
+        format!("sqlite://{}", dir.path().join("long.db").display()),
+    ] {
+        let storage = open(&url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(storage.backend(), "sqlite");
+        storage.migrate().await.unwrap();
+        storage.migrate().await.expect("migrating twice is a no-op");
+        storage.queue().enqueue(message("test:ann", "hi")).await.unwrap();
+        assert_eq!(storage.queue().pending(&ClaimFilter::any()).await.unwrap(), 1, "{url}");
+        storage.ping().await.unwrap();
+        storage.close().await;
+    }
+    assert!(path.exists(), "the file is created when missing");
+}
+
+#[tokio::test]
+async fn an_unknown_scheme_is_refused_without_showing_the_password() {
+    let err = open("mysql://root:hunter2@db/herald").await.unwrap_err().to_string();
+    assert!(err.contains("mysql://root:***@db/herald"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[tokio::test]
+async fn a_closed_storage_is_unavailable() {
+    let storage = open("sqlite::memory:").await.unwrap();
+    storage.migrate().await.unwrap();
+    storage.close().await;
+    let err = storage.queue().claim(&ClaimFilter::any()).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+}

@@ -1,0 +1,208 @@
+//! The conversation store: history, turns, receipts, state, refs, and what
+//! survives a restart.
+
+use std::time::Duration;
+
+use herald_core::{ActorId, ClaimFilter, ConversationId, DeliveryReceipt, HistoryEntry, NewHistoryEntry, Role, TaskId};
+use serde_json::json;
+
+use super::{Harness, conversation, message, message_in, text};
+
+fn user(text: &str) -> NewHistoryEntry {
+    NewHistoryEntry {
+        role: Role::User,
+        actor: Some(ActorId::new("test:ann")),
+        text: text.into(),
+    }
+}
+
+fn assistant(text: &str) -> NewHistoryEntry {
+    NewHistoryEntry {
+        role: Role::Assistant,
+        actor: None,
+        text: text.into(),
+    }
+}
+
+fn texts(entries: &[HistoryEntry]) -> Vec<&str> {
+    entries.iter().map(|e| e.text.as_str()).collect()
+}
+
+/// Enqueues a message to `test:ann` and records a question and an answer for it.
+async fn turn(h: &Harness, question: &str) -> TaskId {
+    let queue = h.storage.queue();
+    let id = queue.enqueue(message("test:ann", question)).await.unwrap().task_id();
+    let lease = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    assert_eq!(lease.task.id, id);
+    let conversation = ConversationId::new("test:ann");
+    let recorded = h
+        .storage
+        .conversations()
+        .record_turn(
+            &conversation,
+            id,
+            &[user(question), assistant(&format!("re: {question}"))],
+        )
+        .await
+        .unwrap();
+    assert!(recorded);
+    queue.complete(&lease).await.unwrap();
+    id
+}
+
+pub async fn history_is_the_newest_entries_oldest_first(h: Harness) {
+    for question in ["one", "two", "three"] {
+        turn(&h, question).await;
+        h.advance(Duration::from_secs(1));
+    }
+    let store = h.storage.conversations();
+    let conversation = ConversationId::new("test:ann");
+    let newest = store.history(&conversation, 3).await.unwrap();
+    assert_eq!(texts(&newest), ["re: two", "three", "re: three"]);
+    let all = store.history(&conversation, 100).await.unwrap();
+    assert_eq!(all.len(), 6);
+    assert_eq!(
+        (all[0].role, all[0].actor.clone()),
+        (Role::User, Some(ActorId::new("test:ann")))
+    );
+    assert_eq!((all[1].role, all[1].actor.clone()), (Role::Assistant, None));
+    assert_eq!(all[0].at, super::start_time());
+    assert!(all.windows(2).all(|pair| pair[0].id < pair[1].id));
+    assert!(
+        store
+            .history(&ConversationId::new("test:nobody"), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.history(&conversation, 0).await.unwrap().is_empty());
+}
+
+pub async fn a_turn_is_recorded_once(h: Harness) {
+    let id = turn(&h, "question").await;
+    let store = h.storage.conversations();
+    let conversation = ConversationId::new("test:ann");
+    let again = store
+        .record_turn(&conversation, id, &[user("question"), assistant("another answer")])
+        .await
+        .unwrap();
+    assert!(!again, "a task's turn is written once");
+    let entries = store.task_entries(id).await.unwrap();
+    assert_eq!(texts(&entries), ["question", "re: question"]);
+    assert!(entries.iter().all(|e| e.task == Some(id)));
+    assert_eq!(
+        store.history(&conversation, 10).await.unwrap().len(),
+        2,
+        "nothing more was written"
+    );
+    assert!(store.task_entries(TaskId(id.0 + 1000)).await.unwrap().is_empty());
+}
+
+pub async fn deliveries_are_recorded_once_per_slot(h: Harness) {
+    let id = turn(&h, "question").await;
+    let store = h.storage.conversations();
+    assert_eq!(store.delivery(id, "reply").await.unwrap(), None);
+    let receipt = DeliveryReceipt {
+        task: id,
+        slot: "reply".into(),
+        conversation: ConversationId::new("test:ann"),
+        platform_message_ids: vec!["m1".into(), "m2".into()],
+        delivered_at: super::start_time(),
+    };
+    store.record_delivery(&receipt).await.unwrap();
+    let again = DeliveryReceipt {
+        platform_message_ids: vec!["m3".into()],
+        ..receipt.clone()
+    };
+    store.record_delivery(&again).await.unwrap();
+    assert_eq!(
+        store.delivery(id, "reply").await.unwrap(),
+        Some(receipt),
+        "the first receipt stands"
+    );
+    assert_eq!(store.delivery(id, "notice").await.unwrap(), None);
+}
+
+pub async fn state_is_kept_by_scope_and_key(h: Harness) {
+    let store = h.storage.conversations();
+    assert_eq!(store.get_state("skills", "weather").await.unwrap(), None);
+    store
+        .put_state("skills", "weather", &json!({"enabled": true}))
+        .await
+        .unwrap();
+    store.put_state("skills", "alpha", &json!([1, "two"])).await.unwrap();
+    store.put_state("other", "weather", &json!("elsewhere")).await.unwrap();
+    store
+        .put_state("skills", "weather", &json!({"enabled": false}))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        store.get_state("skills", "weather").await.unwrap(),
+        Some(json!({"enabled": false}))
+    );
+    assert_eq!(
+        store.list_state("skills").await.unwrap(),
+        [
+            ("alpha".to_owned(), json!([1, "two"])),
+            ("weather".to_owned(), json!({"enabled": false}))
+        ]
+    );
+    store.delete_state("skills", "weather").await.unwrap();
+    store.delete_state("skills", "never there").await.unwrap();
+    assert_eq!(store.get_state("skills", "weather").await.unwrap(), None);
+    assert_eq!(
+        store.get_state("other", "weather").await.unwrap(),
+        Some(json!("elsewhere"))
+    );
+    assert!(store.list_state("empty").await.unwrap().is_empty());
+}
+
+pub async fn the_conversation_ref_is_the_latest_enqueued(h: Harness) {
+    let store = h.storage.conversations();
+    let queue = h.storage.queue();
+    let id = ConversationId::new("test:ann");
+    assert_eq!(store.conversation(&id).await.unwrap(), None);
+    queue.enqueue(message("test:ann", "one")).await.unwrap();
+    assert_eq!(store.conversation(&id).await.unwrap(), Some(conversation("test:ann")));
+
+    let mut moved = conversation("test:ann");
+    moved.thread = Some("topic 7".into());
+    moved.chat = "renamed".into();
+    queue.enqueue(message_in(moved.clone(), "two")).await.unwrap();
+    assert_eq!(store.conversation(&id).await.unwrap(), Some(moved));
+}
+
+pub async fn a_restart_keeps_history_and_queued_tasks(mut h: Harness) {
+    turn(&h, "before the restart").await;
+    let queue = h.storage.queue();
+    queue.enqueue(message("test:ann", "still queued")).await.unwrap();
+    queue.enqueue(message("test:bob", "in flight")).await.unwrap();
+    let in_flight = queue
+        .claim(&ClaimFilter::conversation(ConversationId::new("test:bob")))
+        .await
+        .unwrap()
+        .unwrap();
+    h.storage
+        .conversations()
+        .put_state("skills", "weather", &json!(true))
+        .await
+        .unwrap();
+    drop(queue);
+
+    h.restart().await;
+    let queue = h.storage.queue();
+    let store = h.storage.conversations();
+    let history = store.history(&ConversationId::new("test:ann"), 10).await.unwrap();
+    assert_eq!(texts(&history), ["before the restart", "re: before the restart"]);
+    assert_eq!(store.get_state("skills", "weather").await.unwrap(), Some(json!(true)));
+    assert_eq!(queue.pending(&ClaimFilter::any()).await.unwrap(), 2);
+    let queued = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    assert_eq!(text(&queued), "still queued");
+    queue.complete(&queued).await.unwrap();
+    // The task that was in flight comes back once its lease runs out.
+    assert!(queue.claim(&ClaimFilter::any()).await.unwrap().is_none());
+    h.advance(Duration::from_secs(60));
+    let back = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    assert_eq!((back.task.id, back.task.attempt), (in_flight.task.id, 2));
+}
