@@ -127,8 +127,30 @@ impl Outbound {
         self.channels.keys()
     }
 
-    /// Sends through the conversation's channel.
+    /// Sends through the conversation's channel. Inside a heartbeat turn
+    /// ([`crate::heartbeat::quiet_replies`]) the text passes the
+    /// `HEARTBEAT_OK` rule first: an acknowledgement is not sent at all (and
+    /// no platform message id comes back), an alert is sent without the token.
     pub async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
+        if let Some(limit) = crate::heartbeat::quiet_limit() {
+            return match crate::heartbeat::strip_ok_token(&message.text, limit) {
+                None => Ok(SentMessage {
+                    platform_message_ids: Vec::new(),
+                }),
+                Some(text) if text == message.text => self.send_through_channel(message).await,
+                Some(text) => {
+                    self.send_through_channel(&OutboundMessage {
+                        text,
+                        ..message.clone()
+                    })
+                    .await
+                }
+            };
+        }
+        self.send_through_channel(message).await
+    }
+
+    async fn send_through_channel(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
         match self.channels.get(&message.conversation.channel) {
             Some(channel) => channel.send(message).await,
             None => Err(ChannelError::Fatal(format!(
@@ -136,5 +158,62 @@ impl Outbound {
                 message.conversation.channel
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::message::ConversationKind;
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    #[async_trait]
+    impl ChannelOutbound for Recorder {
+        fn channel(&self) -> ChannelName {
+            ChannelName::new("test")
+        }
+
+        async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
+            self.0.lock().unwrap().push(message.text.clone());
+            Ok(SentMessage {
+                platform_message_ids: vec!["1".into()],
+            })
+        }
+    }
+
+    fn to_test(text: &str) -> OutboundMessage {
+        OutboundMessage {
+            conversation: ConversationRef {
+                id: ConversationId::new("test:1"),
+                channel: ChannelName::new("test"),
+                kind: ConversationKind::Direct,
+                chat: "1".into(),
+                thread: None,
+            },
+            text: text.into(),
+            reply_to: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn inside_a_heartbeat_turn_acknowledgements_are_not_sent_and_alerts_lose_the_token() {
+        let recorder = Arc::new(Recorder::default());
+        let outbound = Outbound::new().with(recorder.clone());
+        crate::heartbeat::quiet_replies(300, async {
+            let silent = outbound.send(&to_test("HEARTBEAT_OK")).await.unwrap();
+            assert!(silent.platform_message_ids.is_empty());
+            outbound
+                .send(&to_test("Disk full. HEARTBEAT_OK otherwise"))
+                .await
+                .unwrap();
+        })
+        .await;
+        // Outside a heartbeat turn the text is the sender's business.
+        outbound.send(&to_test("HEARTBEAT_OK")).await.unwrap();
+        assert_eq!(*recorder.0.lock().unwrap(), ["Disk full. otherwise", "HEARTBEAT_OK"]);
     }
 }

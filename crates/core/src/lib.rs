@@ -8,6 +8,7 @@
 pub mod access;
 pub mod channel;
 pub mod duration;
+pub mod heartbeat;
 pub mod history;
 pub mod ids;
 pub mod json;

@@ -7,7 +7,7 @@
 //! due (one per interval, aligned to the clock so every Herald process names
 //! the same interval), active hours, and when a checklist is effectively
 //! empty so no model call is made at all. Stripping the token from replies
-//! is in [`crate::ok_token`].
+//! is [`herald_core::heartbeat`]'s job, because the agent applies it.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::zone::Timezone;
 
-pub use crate::ok_token::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_OK, strip_ok_token};
+pub use herald_core::heartbeat::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_OK, strip_ok_token};
 
 pub const DEFAULT_PROMPT: &str = "This is a scheduled heartbeat, not a message from a person. \
 Read the checklist below and check each item it asks about. Do not repeat old tasks from earlier \

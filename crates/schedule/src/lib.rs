@@ -13,14 +13,13 @@
 
 pub mod cron;
 pub mod heartbeat;
-pub mod ok_token;
 pub mod runs;
 pub mod spec;
 pub mod zone;
 
 pub use cron::{CronError, CronExpression};
 pub use heartbeat::{ActiveHours, ClockTime, HeartbeatConfig, HeartbeatTarget, checklist_is_empty, heartbeat_slot};
-pub use ok_token::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_OK, strip_ok_token};
+pub use herald_core::heartbeat::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_OK, strip_ok_token};
 pub use runs::{DueRun, MissedRuns, ScheduleConfig, heartbeat_run_key, run_key, settle};
 pub use spec::{ScheduleSpec, SpecError, parse_time};
 pub use zone::{Timezone, UnknownTimezone};

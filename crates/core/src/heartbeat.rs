@@ -1,9 +1,15 @@
 //! The `HEARTBEAT_OK` rule: how a heartbeat reply that means "nothing needs
 //! attention" becomes silence.
 //!
-//! Whatever path a heartbeat reply takes to a user, it passes through
-//! [`strip_ok_token`] first, so an empty message is never sent and the token
-//! never reaches a person.
+//! The rule lives in core because the agent applies it to a heartbeat turn's
+//! reply and [`Outbound::send`](crate::Outbound::send) applies it to anything
+//! else a heartbeat turn sends (a tool's `send_message`): while a heartbeat
+//! turn runs inside [`quiet_replies`], every message it sends through
+//! [`Outbound`](crate::Outbound) passes [`strip_ok_token`] first. So an empty
+//! message is never sent and the token never reaches a person, whichever path
+//! a reply takes.
+
+use std::future::Future;
 
 /// What the model answers when a heartbeat finds nothing to report.
 pub const HEARTBEAT_OK: &str = "HEARTBEAT_OK";
@@ -13,6 +19,22 @@ pub const DEFAULT_ACK_MAX_CHARS: usize = 300;
 
 /// Markup a model may wrap the token in: `**HEARTBEAT_OK**`, `` `HEARTBEAT_OK` ``.
 const MARKUP: &[char] = &['*', '_', '`', '~', '"', '\''];
+
+tokio::task_local! {
+    static QUIET: usize;
+}
+
+/// Runs `turn` with the token rule applied to everything it sends through
+/// [`Outbound`](crate::Outbound), allowing `ack_max_chars` characters of
+/// commentary beside the token.
+pub async fn quiet_replies<F: Future>(ack_max_chars: usize, turn: F) -> F::Output {
+    QUIET.scope(ack_max_chars, turn).await
+}
+
+/// The `ack_max_chars` of the heartbeat turn running on this task, if any.
+pub fn quiet_limit() -> Option<usize> {
+    QUIET.try_with(|limit| *limit).ok()
+}
 
 /// The text to send for a heartbeat reply, or `None` to send nothing.
 ///
@@ -43,6 +65,24 @@ fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
+fn strip_leading(text: &str) -> Option<&str> {
+    let rest = text.trim_start_matches(MARKUP).strip_prefix(HEARTBEAT_OK)?;
+    if rest.starts_with(is_word_char) {
+        return None;
+    }
+    Some(rest.trim_start_matches(|c: char| MARKUP.contains(&c) || ".!:,;-—–".contains(c) || c.is_whitespace()))
+}
+
+fn strip_trailing(text: &str) -> Option<&str> {
+    let rest = text
+        .trim_end_matches(|c: char| MARKUP.contains(&c) || ".!".contains(c))
+        .strip_suffix(HEARTBEAT_OK)?;
+    if rest.ends_with(is_word_char) {
+        return None;
+    }
+    Some(rest.trim_end_matches(|c: char| MARKUP.contains(&c) || ":-—–".contains(c) || c.is_whitespace()))
+}
+
 /// Removes the token where it stands as a word, with the space that would
 /// be left doubled.
 fn remove_token_words(text: &str) -> String {
@@ -68,24 +108,6 @@ fn remove_token_words(text: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-fn strip_leading(text: &str) -> Option<&str> {
-    let rest = text.trim_start_matches(MARKUP).strip_prefix(HEARTBEAT_OK)?;
-    if rest.starts_with(is_word_char) {
-        return None;
-    }
-    Some(rest.trim_start_matches(|c: char| MARKUP.contains(&c) || ".!:,;-—–".contains(c) || c.is_whitespace()))
-}
-
-fn strip_trailing(text: &str) -> Option<&str> {
-    let rest = text
-        .trim_end_matches(|c: char| MARKUP.contains(&c) || ".!".contains(c))
-        .strip_suffix(HEARTBEAT_OK)?;
-    if rest.ends_with(is_word_char) {
-        return None;
-    }
-    Some(rest.trim_end_matches(|c: char| MARKUP.contains(&c) || ":-—–".contains(c) || c.is_whitespace()))
 }
 
 #[cfg(test)]
@@ -137,5 +159,26 @@ mod tests {
         assert_eq!(strip_ok_token(reply, 300), None);
         assert_eq!(strip_ok_token(reply, 5).as_deref(), Some("the queue is empty"));
         assert_eq!(strip_ok_token("HEARTBEAT_OK", 0), None);
+    }
+
+    #[test]
+    fn applying_the_rule_twice_changes_nothing_more() {
+        for reply in [
+            "The disk is 95% full. HEARTBEAT_OK for the rest",
+            "HEARTBEAT_OK",
+            "Backup failed",
+        ] {
+            let once = strip_ok_token(reply, 10);
+            let twice = once.as_deref().and_then(|text| strip_ok_token(text, 10));
+            assert_eq!(once, twice, "{reply}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_rule_is_in_force_only_inside_a_quiet_turn() {
+        assert_eq!(quiet_limit(), None);
+        let inside = quiet_replies(42, async { quiet_limit() }).await;
+        assert_eq!(inside, Some(42));
+        assert_eq!(quiet_limit(), None);
     }
 }
