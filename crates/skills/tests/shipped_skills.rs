@@ -15,7 +15,11 @@ fn shipped() -> PathBuf {
 fn every_shipped_skill_passes_strict_validation() {
     let results = validate_paths(&[shipped()]);
     assert!(results.len() >= 3, "{results:?}");
-    assert!(results.iter().all(|r| r.is_ok() && r.warnings.is_empty()), "{}", format_validation(&results));
+    assert!(
+        results.iter().all(|r| r.is_ok() && r.warnings.is_empty()),
+        "{}",
+        format_validation(&results)
+    );
 }
 
 #[test]
@@ -29,7 +33,13 @@ fn shipped_skills_load_and_declare_their_needs() {
     let csv = &discovery.skills["csv-summary"];
     assert_eq!(csv.files, vec!["references/csv-dialects.md", "scripts/summarise.sh"]);
     assert_eq!(csv.availability.describe(), "needs awk");
-    assert!(discovery.skills["weather"].trigger.as_ref().unwrap().is_match("What's the weather in Oslo?"));
+    assert!(
+        discovery.skills["weather"]
+            .trigger
+            .as_ref()
+            .unwrap()
+            .is_match("What's the weather in Oslo?")
+    );
     assert!(discovery.skills["meeting-notes"].availability.is_available());
 }
 

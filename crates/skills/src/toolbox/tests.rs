@@ -730,6 +730,8 @@ async fn an_elevated_skill_active_in_a_group_is_not_shown_to_others_and_stays_ac
     std::fs::remove_dir_all(fixture.skills_dir.join("ops")).unwrap();
     toolbox.reload().await.unwrap();
     toolbox.prepare(&scope(4, true), Some("hi")).await;
-    let stored = crate::state::active(fixture.store.as_ref(), &conversation("local:alice").id).await.unwrap();
+    let stored = crate::state::active(fixture.store.as_ref(), &conversation("local:alice").id)
+        .await
+        .unwrap();
     assert!(stored.is_empty(), "a removed skill leaves the active set: {stored:?}");
 }
