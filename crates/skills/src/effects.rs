@@ -188,11 +188,27 @@ impl SkillToolbox {
     ) -> ToolOutput {
         let store = self.services.store.as_ref();
         let name = &skill.spec().name;
+        let now = self.services.clock.now();
         let existing = match store.list_state(state::CONFIRMATIONS).await {
-            Ok(entries) => entries
-                .into_iter()
-                .filter_map(|(_, value)| serde_json::from_value::<PendingCall>(value).ok())
-                .find(|p| p.task == scope.task && &p.skill == name && p.canonical == canonical),
+            Ok(entries) => {
+                let mut found = None;
+                for (code, value) in entries {
+                    match serde_json::from_value::<PendingCall>(value) {
+                        Ok(pending) if pending.expires_at >= now => {
+                            if pending.task == scope.task && &pending.skill == name && pending.canonical == canonical {
+                                found = Some(pending);
+                            }
+                        }
+                        // Expired or unreadable questions are dropped as they are met.
+                        _ => {
+                            if let Err(err) = store.delete_state(state::CONFIRMATIONS, &code).await {
+                                tracing::debug!(error = %err, "stale confirmation not removed");
+                            }
+                        }
+                    }
+                }
+                found
+            }
             Err(err) => {
                 tracing::warn!(error = %err, skill = %name, "confirmations unreadable; not asking");
                 return ToolOutput::error(format!("storage is unavailable, so `{name}` was not run"));
@@ -214,7 +230,7 @@ impl SkillToolbox {
                     arguments,
                     canonical,
                     ordinal,
-                    expires_at: self.services.clock.now() + timeout,
+                    expires_at: now + timeout,
                 };
                 let value = serde_json::to_value(&pending).unwrap_or_default();
                 if let Err(err) = store.put_state(state::CONFIRMATIONS, &pending.code, &value).await {
