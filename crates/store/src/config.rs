@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use herald_core::Backoff;
+use herald_core::{Backoff, StoreError};
 use serde::Deserialize;
 
 use crate::url::redact;
@@ -78,6 +78,18 @@ impl Default for QueueConfig {
 }
 
 impl QueueConfig {
+    /// A zero lease would hand a task to a second worker at once, and a task
+    /// needs at least one attempt.
+    pub(crate) fn validate(&self) -> Result<(), StoreError> {
+        if self.lease.is_zero() {
+            return Err(StoreError::Unavailable("queue.lease must be longer than 0".into()));
+        }
+        if self.max_attempts == 0 {
+            return Err(StoreError::Unavailable("queue.max_attempts must be at least 1".into()));
+        }
+        Ok(())
+    }
+
     /// The backoff for a task allowed `max_attempts` attempts.
     pub(crate) fn backoff(&self, max_attempts: u32) -> Backoff {
         Backoff {
@@ -101,6 +113,30 @@ mod tests {
         let storage: StorageConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(storage.url, "sqlite://herald.db");
         assert_eq!(storage.busy_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_zero_lease_or_no_attempts_is_refused() {
+        assert!(QueueConfig::default().validate().is_ok());
+        for (config, key) in [
+            (
+                QueueConfig {
+                    lease: Duration::ZERO,
+                    ..Default::default()
+                },
+                "queue.lease",
+            ),
+            (
+                QueueConfig {
+                    max_attempts: 0,
+                    ..Default::default()
+                },
+                "queue.max_attempts",
+            ),
+        ] {
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{err}");
+        }
     }
 
     #[test]

@@ -65,6 +65,7 @@ impl Storage {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let engine = match url::engine(&storage.url)? {
+        queue.validate()?;
             Engine::Sqlite => Backend::Sqlite(Arc::new(SqliteStore::connect(storage, queue, clock).await?)),
             Engine::Postgres => Backend::Postgres(Arc::new(PgStore::connect(storage, queue, clock).await?)),
         };
