@@ -138,3 +138,19 @@ async fn a_locked_head_does_not_block_other_conversations() {
     tx.rollback().await.unwrap();
     assert_eq!(text(&queue.claim(&ClaimFilter::any()).await.unwrap().unwrap()), "ann 1");
 }
+
+#[tokio::test]
+async fn the_postgresql_scheme_works_too() {
+    let Some(h) = harness().await else { return };
+    let url = h.storage_config.url.replacen("postgres://", "postgresql://", 1);
+    let config = StorageConfig {
+        url,
+        ..StorageConfig::default()
+    };
+    let storage = herald_store::Storage::connect(&config, &suite::queue_config(), h.clock.clone())
+        .await
+        .unwrap();
+    assert_eq!(storage.backend(), "postgres");
+    storage.ping().await.unwrap();
+    storage.close().await;
+}
