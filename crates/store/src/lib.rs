@@ -64,8 +64,8 @@ impl Storage {
         queue: &QueueConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        let engine = match url::engine(&storage.url)? {
         queue.validate()?;
+        let engine = match url::engine(&storage.url)? {
             Engine::Sqlite => Backend::Sqlite(Arc::new(SqliteStore::connect(storage, queue, clock).await?)),
             Engine::Postgres => Backend::Postgres(Arc::new(PgStore::connect(storage, queue, clock).await?)),
         };
