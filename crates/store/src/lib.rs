@@ -1,9 +1,9 @@
 //! Herald's storage: conversations, their history, the durable task queue,
 //! delivery receipts and small persistent state, on SQLite or PostgreSQL.
 //!
-//! The rest of Herald sees only core's [`TaskQueue`] and
-//! [`ConversationStore`]; [`Storage`] picks the engine from the URL and hands
-//! out both. Both engines keep the same tables (`migrations/sqlite`,
+//! The rest of Herald sees only core's [`TaskQueue`], [`ConversationStore`]
+//! and [`ScheduleStore`]; [`Storage`] picks the engine from the URL and hands
+//! out all three. Both engines keep the same tables (`migrations/sqlite`,
 //! `migrations/postgres`, embedded in the binary) and pass the same test suite
 //! (`tests/suite`).
 //!
@@ -21,6 +21,7 @@ mod error;
 mod migrations;
 mod postgres;
 mod rows;
+mod schedules;
 mod sql;
 mod sqlite;
 mod url;
@@ -28,7 +29,7 @@ mod wake;
 
 use std::sync::Arc;
 
-use herald_core::{Clock, ConversationStore, StoreError, TaskQueue};
+use herald_core::{Clock, ConversationStore, ScheduleStore, StoreError, TaskQueue};
 
 pub use crate::config::{QueueConfig, StorageConfig};
 use crate::postgres::PgStore;
@@ -89,6 +90,13 @@ impl Storage {
     }
 
     pub fn conversations(&self) -> Arc<dyn ConversationStore> {
+        match &self.engine {
+            Backend::Sqlite(store) => store.clone(),
+            Backend::Postgres(store) => store.clone(),
+        }
+    }
+
+    pub fn schedules(&self) -> Arc<dyn ScheduleStore> {
         match &self.engine {
             Backend::Sqlite(store) => store.clone(),
             Backend::Postgres(store) => store.clone(),

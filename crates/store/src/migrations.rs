@@ -11,17 +11,31 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 /// `(version, description, sql)`, oldest first. A released file is never
 /// edited: sqlx refuses a database whose applied checksum differs.
-const SQLITE: &[(i64, &str, &str)] = &[(
-    1,
-    "initial",
-    include_str!("../../../migrations/sqlite/0001_initial.sql"),
-)];
+const SQLITE: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "initial",
+        include_str!("../../../migrations/sqlite/0001_initial.sql"),
+    ),
+    (
+        2,
+        "schedules",
+        include_str!("../../../migrations/sqlite/0002_schedules.sql"),
+    ),
+];
 
-const POSTGRES: &[(i64, &str, &str)] = &[(
-    1,
-    "initial",
-    include_str!("../../../migrations/postgres/0001_initial.sql"),
-)];
+const POSTGRES: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "initial",
+        include_str!("../../../migrations/postgres/0001_initial.sql"),
+    ),
+    (
+        2,
+        "schedules",
+        include_str!("../../../migrations/postgres/0002_schedules.sql"),
+    ),
+];
 
 fn migrator(files: &'static [(i64, &'static str, &'static str)]) -> Migrator {
     Migrator::with_migrations(

@@ -14,6 +14,7 @@
 mod conversations;
 mod listener;
 mod queue;
+mod schedules;
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -22,6 +22,7 @@
 
 mod conversations;
 mod queue;
+mod schedules;
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -5,6 +5,7 @@
 pub mod concurrency;
 pub mod conversations;
 pub mod queue;
+pub mod schedules;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,6 +111,11 @@ macro_rules! backend_suite {
             conversations::state_is_kept_by_scope_and_key,
             conversations::the_conversation_ref_is_the_latest_enqueued,
             conversations::a_restart_keeps_history_and_queued_tasks,
+            schedules::schedules_are_kept_across_a_restart_and_listed_by_conversation,
+            schedules::due_schedules_are_those_whose_run_has_come_earliest_first,
+            schedules::a_fired_run_moves_the_schedule_once_and_a_finished_schedule_is_gone_from_lists,
+            schedules::a_cancelled_schedule_is_removed,
+            schedules::processes_sharing_the_database_fire_a_due_run_once,
         );
     };
     (@cases $setup:path; $($module:ident :: $case:ident),* $(,)?) => {

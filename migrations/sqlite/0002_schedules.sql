@@ -1,0 +1,21 @@
+-- Scheduled tasks. The timing is herald-schedule's JSON (`spec`); the store
+-- keeps it as text and answers only which schedules are due, by
+-- `next_run_at` (unix milliseconds from Herald's clock; NULL once a schedule
+-- has no run left).
+
+CREATE TABLE schedules (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL,
+    -- The ConversationRef the runs' tasks go to, as JSON.
+    ref             TEXT NOT NULL,
+    actor           TEXT,
+    instruction     TEXT NOT NULL,
+    spec            TEXT NOT NULL,
+    next_run_at     INTEGER,
+    last_run_at     INTEGER,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL
+);
+
+CREATE INDEX schedules_due ON schedules (next_run_at) WHERE next_run_at IS NOT NULL;
+CREATE INDEX schedules_by_conversation ON schedules (conversation_id, id);
