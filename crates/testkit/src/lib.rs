@@ -7,9 +7,11 @@
 //!
 //! - [`openai`]: a scripted OpenAI-compatible chat completions server.
 //! - [`platform`]: the control side every fake chat platform offers tests.
+//! - [`telegram`]: a fake Telegram Bot API (long polling and webhooks).
 
 pub mod openai;
 pub mod platform;
+pub mod telegram;
 
 pub use openai::{RecordedRequest, Reply, ScriptedModel};
 pub use platform::{FakePlatform, FakeUser, GroupTarget, SentMessage};
