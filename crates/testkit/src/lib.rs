@@ -7,11 +7,11 @@
 //!
 //! - [`openai`]: a scripted OpenAI-compatible chat completions server.
 //! - [`platform`]: the control side every fake chat platform offers tests.
-//! - [`telegram`]: a fake Telegram Bot API (long polling and webhooks).
+//! - [`slack`]: a fake Slack Web API, Socket Mode server and Events API pusher.
 
 pub mod openai;
 pub mod platform;
-pub mod telegram;
+pub mod slack;
 
 pub use openai::{RecordedRequest, Reply, ScriptedModel};
 pub use platform::{FakePlatform, FakeUser, GroupTarget, SentMessage};

@@ -1,0 +1,591 @@
+//! A fake Discord on 127.0.0.1: the REST API under `/api/v10` and the
+//! gateway websocket, so Herald's Discord adapter (serenity) runs against it
+//! unchanged apart from its base URL.
+//!
+//! The world is small and fixed: one bot user, two people (an admin and a
+//! stranger), one guild with a text channel and a public thread in it, and a
+//! DM channel per person. A test injects messages as people would write them
+//! ([`FakePlatform`]); the fake dispatches them as `MESSAGE_CREATE` to every
+//! identified gateway session, and records what the bot posts.
+//!
+//! Architecture invariant: what the fake sends is shaped as Discord documents
+//! it (user, channel and message objects, gateway opcodes and close codes,
+//! `X-RateLimit-*` headers, the 429 body), and what Discord refuses the fake
+//! refuses: a wrong token, a message over 2000 characters or empty, a reply
+//! to an unknown message, a request before a 429's `retry_after` passed or on
+//! an exhausted bucket (the last two are also recorded as violations).
+
+mod buckets;
+mod gateway;
+mod rest;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub use buckets::{BucketRule, RateHeaders, Verdict};
+use buckets::Buckets;
+use wire::{ChannelRecord, MessageRecord, UserRecord};
+
+use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage};
+
+/// The bot token the fake accepts unless told otherwise.
+pub const DEFAULT_TOKEN: &str = "fake-discord-bot-token";
+
+const BOT_ID: &str = "1100000000000000001";
+const APPLICATION_ID: &str = "1100000000000000002";
+const GUILD_ID: &str = "1200000000000000001";
+const TEXT_CHANNEL_ID: &str = "1200000000000000010";
+const THREAD_ID: &str = "1200000000000000011";
+const ADMIN_ID: &str = "1300000000000000001";
+const STRANGER_ID: &str = "1300000000000000002";
+
+/// How long an injected message waits for the bot to be connected.
+const WAIT_FOR_BOT: Duration = Duration::from_secs(30);
+
+/// What goes down one gateway connection.
+#[derive(Debug)]
+enum Outgoing {
+    Frame(String),
+    Close(u16, &'static str),
+}
+
+/// A gateway session: what Discord keeps so a connection can RESUME.
+struct Session {
+    intents: u64,
+    seq: u64,
+    /// Every dispatch of the session by sequence number, for replay on RESUME.
+    sent: Vec<(u64, String)>,
+    /// The live connection, if one is attached.
+    connection: Option<(u64, mpsc::UnboundedSender<Outgoing>)>,
+}
+
+/// One IDENTIFY as the fake received it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identify {
+    pub token: String,
+    pub intents: u64,
+    pub shard: Option<[u64; 2]>,
+}
+
+/// One REST request as the fake received it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestRequest {
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+}
+
+struct State {
+    token: String,
+    bot: UserRecord,
+    people: Vec<UserRecord>,
+    channels: HashMap<String, ChannelRecord>,
+    dm_by_user: HashMap<String, String>,
+    messages: Vec<MessageRecord>,
+    sent: Vec<SentMessage>,
+    sent_ids: Vec<String>,
+    typing: Vec<String>,
+    requests: Vec<RestRequest>,
+    identifies: Vec<Identify>,
+    heartbeats: usize,
+    resumes: usize,
+    buckets: Buckets,
+    message_rule: BucketRule,
+    typing_rule: BucketRule,
+    other_rule: BucketRule,
+    sessions: HashMap<String, Session>,
+    heartbeat_interval_ms: u64,
+    /// The "Message Content Intent" switch of the developer portal.
+    message_content_allowed: bool,
+    next_snowflake: u64,
+    next_connection: u64,
+    gateway_url: String,
+}
+
+impl State {
+    fn snowflake(&mut self) -> String {
+        self.next_snowflake += 1;
+        self.next_snowflake.to_string()
+    }
+
+    fn person(&self, id: &str) -> Option<&UserRecord> {
+        self.people.iter().find(|p| p.id == id)
+    }
+
+    fn dm_channel(&mut self, user: &UserRecord) -> String {
+        if let Some(id) = self.dm_by_user.get(&user.id) {
+            return id.clone();
+        }
+        let id = self.snowflake();
+        self.channels.insert(
+            id.clone(),
+            ChannelRecord {
+                id: id.clone(),
+                kind: wire::DM,
+                name: String::new(),
+                guild_id: None,
+                parent_id: None,
+                recipient: Some(user.clone()),
+            },
+        );
+        self.dm_by_user.insert(user.id.clone(), id.clone());
+        id
+    }
+
+    fn last_message_in(&self, channel: &str) -> Option<&str> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.channel_id == channel)
+            .map(|m| m.id.as_str())
+    }
+
+    fn message(&self, id: &str) -> Option<&MessageRecord> {
+        self.messages.iter().find(|m| m.id == id)
+    }
+
+    /// How many sessions have a live, identified connection.
+    fn online(&self) -> usize {
+        self.sessions.values().filter(|s| s.connection.is_some()).count()
+    }
+
+    /// Sends `MESSAGE_CREATE` for `record` to every connected session that
+    /// asked for it, blanking the content where Discord would.
+    fn dispatch_message(&mut self, record: &MessageRecord) {
+        let referenced = record.reference.as_ref().and_then(|id| self.message(id)).cloned();
+        let is_dm = record.guild_id.is_none();
+        let mentions_bot = record.mentions.iter().any(|u| u.id == self.bot.id);
+        let bot_id = self.bot.id.clone();
+        for session in self.sessions.values_mut() {
+            let wanted = if is_dm {
+                wire::INTENT_DIRECT_MESSAGES
+            } else {
+                wire::INTENT_GUILD_MESSAGES
+            };
+            if session.intents & wanted == 0 {
+                continue;
+            }
+            let mut data = wire::message_create(record, referenced.as_ref());
+            // Without the message content intent, Discord still sends the
+            // content of DMs and of messages that mention the bot (and the
+            // bot's own), and blanks it elsewhere.
+            let content_visible = session.intents & wire::INTENT_MESSAGE_CONTENT != 0
+                || is_dm
+                || mentions_bot
+                || record.author.id == bot_id;
+            if !content_visible {
+                data["content"] = "".into();
+            }
+            session.seq += 1;
+            let frame = wire::dispatch(session.seq, "MESSAGE_CREATE", data).to_string();
+            session.sent.push((session.seq, frame.clone()));
+            if let Some((_, connection)) = &session.connection {
+                let _ = connection.send(Outgoing::Frame(frame));
+            }
+        }
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// How many messages the bot sent; watched by `wait_for_sent`.
+    sent_count: watch::Sender<usize>,
+    /// How many sessions are connected and identified.
+    online: watch::Sender<usize>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn publish_online(&self) {
+        let online = self.lock().online();
+        self.online.send_replace(online);
+    }
+}
+
+/// The running fake; dropping it stops both servers.
+pub struct FakeDiscord {
+    shared: Arc<Shared>,
+    rest_addr: SocketAddr,
+    gateway_addr: SocketAddr,
+    stops: Vec<oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for FakeDiscord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeDiscord")
+            .field("rest", &self.rest_addr)
+            .field("gateway", &self.gateway_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+fn person(id: &str, username: &str) -> UserRecord {
+    UserRecord {
+        id: id.into(),
+        username: username.into(),
+        bot: false,
+    }
+}
+
+impl FakeDiscord {
+    /// Starts the REST API and the gateway on ports the OS picks.
+    pub async fn start() -> Self {
+        let rest = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind the fake REST API");
+        let gateway = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind the fake gateway");
+        let rest_addr = rest.local_addr().expect("REST address");
+        let gateway_addr = gateway.local_addr().expect("gateway address");
+        let mut channels = HashMap::new();
+        channels.insert(
+            TEXT_CHANNEL_ID.to_owned(),
+            ChannelRecord {
+                id: TEXT_CHANNEL_ID.into(),
+                kind: wire::GUILD_TEXT,
+                name: "general".into(),
+                guild_id: Some(GUILD_ID.into()),
+                parent_id: None,
+                recipient: None,
+            },
+        );
+        channels.insert(
+            THREAD_ID.to_owned(),
+            ChannelRecord {
+                id: THREAD_ID.into(),
+                kind: wire::PUBLIC_THREAD,
+                name: "herald-thread".into(),
+                guild_id: Some(GUILD_ID.into()),
+                parent_id: Some(TEXT_CHANNEL_ID.into()),
+                recipient: None,
+            },
+        );
+        let state = State {
+            token: DEFAULT_TOKEN.into(),
+            bot: UserRecord {
+                id: BOT_ID.into(),
+                username: "herald".into(),
+                bot: true,
+            },
+            people: vec![person(ADMIN_ID, "alice"), person(STRANGER_ID, "bob")],
+            channels,
+            dm_by_user: HashMap::new(),
+            messages: Vec::new(),
+            sent: Vec::new(),
+            sent_ids: Vec::new(),
+            typing: Vec::new(),
+            requests: Vec::new(),
+            identifies: Vec::new(),
+            heartbeats: 0,
+            resumes: 0,
+            buckets: Buckets::new(50),
+            message_rule: BucketRule {
+                limit: 5,
+                window: Duration::from_secs(1),
+                hash: "80c17d2f203122d936070c88c8d10f33".into(),
+            },
+            typing_rule: BucketRule {
+                limit: 5,
+                window: Duration::from_secs(5),
+                hash: "f3f5b3c7d2a1e6b84c0d9e7a1b2c3d4e".into(),
+            },
+            other_rule: BucketRule {
+                limit: 50,
+                window: Duration::from_secs(1),
+                hash: "d2d4b0f9a8e7c6b5a4938271605f4e3d".into(),
+            },
+            sessions: HashMap::new(),
+            heartbeat_interval_ms: 41_250,
+            message_content_allowed: true,
+            next_snowflake: 1_400_000_000_000_000_000,
+            next_connection: 0,
+            gateway_url: format!("ws://{gateway_addr}"),
+        };
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            sent_count: watch::Sender::new(0),
+            online: watch::Sender::new(0),
+        });
+        let stops = vec![
+            rest::serve(rest, shared.clone()),
+            gateway::serve(gateway, shared.clone()),
+        ];
+        Self {
+            shared,
+            rest_addr,
+            gateway_addr,
+            stops,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`: what `channels.discord.api_url` takes (the
+    /// fake serves `/api/v10/...` under it, as discord.com does).
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.rest_addr)
+    }
+
+    /// `ws://127.0.0.1:PORT`, as `GET /gateway` answers it.
+    pub fn gateway_url(&self) -> String {
+        format!("ws://{}", self.gateway_addr)
+    }
+
+    pub fn token(&self) -> String {
+        self.shared.lock().token.clone()
+    }
+
+    /// Accepts only this bot token from now on.
+    pub fn set_token(&self, token: impl Into<String>) {
+        self.shared.lock().token = token.into();
+    }
+
+    /// The bot's user id (what a mention `<@ID>` names).
+    pub fn bot_id(&self) -> String {
+        BOT_ID.into()
+    }
+
+    pub fn guild_id(&self) -> String {
+        GUILD_ID.into()
+    }
+
+    /// The guild text channel (the thread's parent).
+    pub fn text_channel(&self) -> GroupTarget {
+        GroupTarget {
+            chat: TEXT_CHANNEL_ID.into(),
+            thread: None,
+        }
+    }
+
+    /// The limit and window of every channel's message-create bucket.
+    pub fn set_message_bucket(&self, limit: u32, window: Duration) {
+        let mut state = self.shared.lock();
+        state.message_rule.limit = limit;
+        state.message_rule.window = window;
+    }
+
+    /// The heartbeat interval HELLO announces to new connections.
+    pub fn set_heartbeat_interval(&self, interval: Duration) {
+        self.shared.lock().heartbeat_interval_ms = interval.as_millis() as u64;
+    }
+
+    /// The developer portal's "Message Content Intent" switch: when off, an
+    /// IDENTIFY asking for the intent is closed with 4014.
+    pub fn allow_message_content(&self, allowed: bool) {
+        self.shared.lock().message_content_allowed = allowed;
+    }
+
+    /// Every IDENTIFY received, in order.
+    pub fn identifies(&self) -> Vec<Identify> {
+        self.shared.lock().identifies.clone()
+    }
+
+    /// How many heartbeats (op 1) the fake acknowledged.
+    pub fn heartbeats(&self) -> usize {
+        self.shared.lock().heartbeats
+    }
+
+    /// How many RESUMEs succeeded.
+    pub fn resumes(&self) -> usize {
+        self.shared.lock().resumes
+    }
+
+    /// Every REST request with the status it got, in order.
+    pub fn requests(&self) -> Vec<RestRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// Channel ids the bot showed typing in, in order.
+    pub fn typing(&self) -> Vec<String> {
+        self.shared.lock().typing.clone()
+    }
+
+    /// Waits until `count` gateway sessions are connected and identified.
+    pub async fn wait_for_sessions(&self, count: usize, timeout: Duration) -> bool {
+        let mut online = self.shared.online.subscribe();
+        tokio::time::timeout(timeout, online.wait_for(|n| *n >= count))
+            .await
+            .is_ok()
+    }
+
+    /// Closes every live gateway connection with `code` (4000 lets the bot
+    /// resume; 4004 tells it its token is bad). Sessions stay resumable.
+    pub fn close_connections(&self, code: u16) {
+        let state = self.shared.lock();
+        for session in state.sessions.values() {
+            if let Some((_, connection)) = &session.connection {
+                let _ = connection.send(Outgoing::Close(code, "closed by the test"));
+            }
+        }
+    }
+
+    /// Sends op 7 RECONNECT to every live connection.
+    pub fn request_reconnect(&self) {
+        let state = self.shared.lock();
+        let frame = wire::reconnect().to_string();
+        for session in state.sessions.values() {
+            if let Some((_, connection)) = &session.connection {
+                let _ = connection.send(Outgoing::Frame(frame.clone()));
+            }
+        }
+    }
+
+    /// `author` replies in `target` to the message `reply_to` (the bot's,
+    /// typically), without mentioning anyone.
+    pub async fn send_reply(&self, author: &FakeUser, target: &GroupTarget, text: &str, reply_to: &str) -> String {
+        let channel = target.thread.clone().unwrap_or_else(|| target.chat.clone());
+        self.inject(&author.id, &channel, text.to_owned(), Vec::new(), Some(reply_to.to_owned()))
+            .await
+    }
+
+    /// The ids of the messages the bot posted, in the order of [`FakePlatform::sent`].
+    pub fn sent_ids(&self) -> Vec<String> {
+        self.shared.lock().sent_ids.clone()
+    }
+
+    async fn wait_for_bot(&self) {
+        let mut online = self.shared.online.subscribe();
+        let _ = tokio::time::timeout(WAIT_FOR_BOT, online.wait_for(|n| *n > 0)).await;
+    }
+
+    /// Stores a message by `author_id` in `channel` and dispatches it. A
+    /// test's message is written "while Herald runs": it waits (up to 30 s)
+    /// for a connected session first.
+    async fn inject(
+        &self,
+        author_id: &str,
+        channel: &str,
+        content: String,
+        mentions: Vec<UserRecord>,
+        reference: Option<String>,
+    ) -> String {
+        self.wait_for_bot().await;
+        let mut state = self.shared.lock();
+        let author = if author_id == state.bot.id {
+            state.bot.clone()
+        } else {
+            state
+                .person(author_id)
+                .cloned()
+                .unwrap_or_else(|| person(author_id, &format!("user{author_id}")))
+        };
+        let guild_id = state.channels.get(channel).and_then(|c| c.guild_id.clone());
+        let record = MessageRecord {
+            id: state.snowflake(),
+            channel_id: channel.to_owned(),
+            guild_id,
+            author,
+            content,
+            mentions,
+            reference,
+            timestamp: now_iso8601(),
+        };
+        state.messages.push(record.clone());
+        state.dispatch_message(&record);
+        record.id
+    }
+}
+
+impl Drop for FakeDiscord {
+    fn drop(&mut self) {
+        for stop in self.stops.drain(..) {
+            let _ = stop.send(());
+        }
+        let state = self.shared.lock();
+        for session in state.sessions.values() {
+            if let Some((_, connection)) = &session.connection {
+                let _ = connection.send(Outgoing::Close(1001, "fake stopped"));
+            }
+        }
+    }
+}
+
+fn now_iso8601() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
+}
+
+#[async_trait]
+impl FakePlatform for FakeDiscord {
+    fn channel(&self) -> &'static str {
+        "discord"
+    }
+
+    fn channel_yaml(&self) -> String {
+        format!("    token: {}\n    api_url: {}\n", self.token(), self.api_url())
+    }
+
+    fn message_limit(&self) -> usize {
+        2000
+    }
+
+    fn admin(&self) -> FakeUser {
+        FakeUser {
+            id: ADMIN_ID.into(),
+            name: "alice".into(),
+        }
+    }
+
+    fn stranger(&self) -> FakeUser {
+        FakeUser {
+            id: STRANGER_ID.into(),
+            name: "bob".into(),
+        }
+    }
+
+    fn dm_chat(&self, user: &FakeUser) -> String {
+        let mut state = self.shared.lock();
+        let record = state.person(&user.id).cloned().unwrap_or_else(|| person(&user.id, &user.name));
+        state.dm_channel(&record)
+    }
+
+    fn group(&self) -> GroupTarget {
+        GroupTarget {
+            chat: TEXT_CHANNEL_ID.into(),
+            thread: Some(THREAD_ID.into()),
+        }
+    }
+
+    async fn send_dm(&self, user: &FakeUser, text: &str) -> String {
+        let channel = self.dm_chat(user);
+        self.inject(&user.id, &channel, text.to_owned(), Vec::new(), None).await
+    }
+
+    async fn send_group(&self, user: &FakeUser, target: &GroupTarget, text: &str, mention: bool) -> String {
+        let channel = target.thread.clone().unwrap_or_else(|| target.chat.clone());
+        let bot = self.shared.lock().bot.clone();
+        let (content, mentions) = if mention {
+            (format!("<@{}> {text}", bot.id), vec![bot])
+        } else {
+            (text.to_owned(), Vec::new())
+        };
+        self.inject(&user.id, &channel, content, mentions, None).await
+    }
+
+    async fn send_own_message(&self, target: &GroupTarget, text: &str) {
+        let channel = target.thread.clone().unwrap_or_else(|| target.chat.clone());
+        self.inject(BOT_ID, &channel, text.to_owned(), Vec::new(), None).await;
+    }
+
+    fn sent(&self) -> Vec<SentMessage> {
+        self.shared.lock().sent.clone()
+    }
+
+    async fn wait_for_sent(&self, count: usize, timeout: Duration) -> Vec<SentMessage> {
+        let mut sent = self.shared.sent_count.subscribe();
+        let _ = tokio::time::timeout(timeout, sent.wait_for(|n| *n >= count)).await;
+        self.sent()
+    }
+
+    fn throttle_next(&self, count: usize, retry_after: Duration) {
+        self.shared.lock().buckets.force(count, retry_after);
+    }
+
+    fn violations(&self) -> Vec<String> {
+        self.shared.lock().buckets.violations().to_vec()
+    }
+}

@@ -1,0 +1,357 @@
+//! The fake's REST API under `/api/v10`: the few routes a bot needs, each
+//! checking the token, counting against its rate-limit bucket and answering
+//! with Discord's objects, headers and error bodies.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use super::buckets::{RateHeaders, Verdict};
+use super::wire::{self, MessageRecord};
+use super::{Shared, State as FakeState};
+use crate::platform::SentMessage;
+
+const MAX_CONTENT: usize = 2000;
+
+pub(super) fn serve(listener: TcpListener, shared: Arc<Shared>) -> oneshot::Sender<()> {
+    let router = Router::new()
+        .route("/api/v10/gateway", get(gateway))
+        .route("/api/v10/gateway/bot", get(gateway_bot))
+        .route("/api/v10/users/@me", get(current_user))
+        .route("/api/v10/users/@me/channels", post(create_dm))
+        .route("/api/v10/channels/{channel_id}", get(get_channel))
+        .route("/api/v10/channels/{channel_id}/messages", post(create_message))
+        .route("/api/v10/channels/{channel_id}/typing", post(trigger_typing))
+        .fallback(not_found)
+        .with_state(shared);
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let _ = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+    });
+    stop
+}
+
+fn json(status: StatusCode, body: &Value) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn seconds(duration: Duration) -> String {
+    format!("{:.3}", duration.as_secs_f64())
+}
+
+fn with_rate_headers(mut response: Response, headers: &RateHeaders) -> Response {
+    let reset = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default() + headers.reset_after;
+    let map = response.headers_mut();
+    let mut put = |name: &'static str, value: String| {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            map.insert(name, value);
+        }
+    };
+    put("x-ratelimit-limit", headers.limit.to_string());
+    put("x-ratelimit-remaining", headers.remaining.to_string());
+    put("x-ratelimit-reset", seconds(reset));
+    put("x-ratelimit-reset-after", seconds(headers.reset_after));
+    put("x-ratelimit-bucket", headers.bucket.clone());
+    response
+}
+
+fn record(state: &mut FakeState, method: &Method, path: &str, status: StatusCode) {
+    state.requests.push(super::RestRequest {
+        method: method.to_string(),
+        path: path.to_owned(),
+        status: status.as_u16(),
+    });
+}
+
+/// Which bucket a request counts against.
+enum Route {
+    Messages,
+    Typing,
+    Other,
+}
+
+/// Checks the token and the bucket. `Err` is the answer to send instead.
+fn admit(
+    state: &mut FakeState,
+    headers: &HeaderMap,
+    method: &Method,
+    path: &str,
+    route: Route,
+    resource: &str,
+) -> Result<RateHeaders, Response> {
+    let expected = format!("Bot {}", state.token);
+    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if given != Some(expected.as_str()) {
+        record(state, method, path, StatusCode::UNAUTHORIZED);
+        return Err(json(StatusCode::UNAUTHORIZED, &wire::error(0, "401: Unauthorized")));
+    }
+    let (rule, template, forceable) = match route {
+        Route::Messages => (state.message_rule.clone(), "/channels/{id}/messages", true),
+        Route::Typing => (state.typing_rule.clone(), "/channels/{id}/typing", false),
+        Route::Other => (state.other_rule.clone(), path, false),
+    };
+    let key = format!("{method} {}", template.replace("{id}", resource));
+    match state.buckets.check(&key, &rule, forceable, tokio::time::Instant::now()) {
+        Verdict::Allow(rate) => Ok(rate),
+        Verdict::Limited {
+            retry_after,
+            global,
+            scope,
+            headers: rate,
+        } => {
+            record(state, method, path, StatusCode::TOO_MANY_REQUESTS);
+            let body = wire::rate_limited((retry_after.as_millis() as f64) / 1000.0, global);
+            let mut response = with_rate_headers(json(StatusCode::TOO_MANY_REQUESTS, &body), &rate);
+            let map = response.headers_mut();
+            map.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after.as_secs_f64().ceil() as u64),
+            );
+            map.insert("x-ratelimit-scope", HeaderValue::from_static(scope));
+            if global {
+                map.insert("x-ratelimit-global", HeaderValue::from_static("true"));
+            }
+            Err(response)
+        }
+    }
+}
+
+fn answer(state: &mut FakeState, method: &Method, path: &str, rate: &RateHeaders, status: StatusCode, body: &Value) -> Response {
+    record(state, method, path, status);
+    with_rate_headers(json(status, body), rate)
+}
+
+async fn gateway(State(shared): State<Arc<Shared>>) -> Response {
+    let mut state = shared.lock();
+    let url = state.gateway_url.clone();
+    record(&mut state, &Method::GET, "/api/v10/gateway", StatusCode::OK);
+    json(StatusCode::OK, &serde_json::json!({ "url": url }))
+}
+
+async fn gateway_bot(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let path = "/api/v10/gateway/bot";
+    let mut state = shared.lock();
+    let rate = match admit(&mut state, &headers, &Method::GET, path, Route::Other, "") {
+        Ok(rate) => rate,
+        Err(refusal) => return refusal,
+    };
+    let body = serde_json::json!({
+        "url": state.gateway_url,
+        "shards": 1,
+        "session_start_limit": { "total": 1000, "remaining": 999, "reset_after": 14_400_000, "max_concurrency": 1 },
+    });
+    answer(&mut state, &Method::GET, path, &rate, StatusCode::OK, &body)
+}
+
+async fn current_user(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let path = "/api/v10/users/@me";
+    let mut state = shared.lock();
+    let rate = match admit(&mut state, &headers, &Method::GET, path, Route::Other, "") {
+        Ok(rate) => rate,
+        Err(refusal) => return refusal,
+    };
+    let body = wire::current_user(&state.bot);
+    answer(&mut state, &Method::GET, path, &rate, StatusCode::OK, &body)
+}
+
+async fn create_dm(State(shared): State<Arc<Shared>>, headers: HeaderMap, raw: Bytes) -> Response {
+    let path = "/api/v10/users/@me/channels";
+    let mut state = shared.lock();
+    let rate = match admit(&mut state, &headers, &Method::POST, path, Route::Other, "") {
+        Ok(rate) => rate,
+        Err(refusal) => return refusal,
+    };
+    let recipient = serde_json::from_slice::<Value>(&raw)
+        .ok()
+        .and_then(|body| snowflake(&body["recipient_id"]));
+    let Some(recipient) = recipient else {
+        let body = wire::invalid_form_body("recipient_id", "BASE_TYPE_REQUIRED", "This field is required");
+        return answer(&mut state, &Method::POST, path, &rate, StatusCode::BAD_REQUEST, &body);
+    };
+    let Some(user) = state.person(&recipient).cloned() else {
+        let body = wire::error(10013, "Unknown User");
+        return answer(&mut state, &Method::POST, path, &rate, StatusCode::NOT_FOUND, &body);
+    };
+    let id = state.dm_channel(&user);
+    let channel = state.channels[&id].clone();
+    let body = wire::channel(&channel, state.last_message_in(&id));
+    answer(&mut state, &Method::POST, path, &rate, StatusCode::OK, &body)
+}
+
+async fn get_channel(
+    State(shared): State<Arc<Shared>>,
+    Path(channel_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/api/v10/channels/{channel_id}");
+    let mut state = shared.lock();
+    let rate = match admit(&mut state, &headers, &Method::GET, &path, Route::Other, &channel_id) {
+        Ok(rate) => rate,
+        Err(refusal) => return refusal,
+    };
+    let Some(channel) = state.channels.get(&channel_id).cloned() else {
+        let body = wire::error(10003, "Unknown Channel");
+        return answer(&mut state, &Method::GET, &path, &rate, StatusCode::NOT_FOUND, &body);
+    };
+    let body = wire::channel(&channel, state.last_message_in(&channel_id));
+    answer(&mut state, &Method::GET, &path, &rate, StatusCode::OK, &body)
+}
+
+/// A snowflake written as a JSON string or number.
+fn snowflake(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => Some(text.clone()),
+        Value::Number(number) => number.as_u64().map(|n| n.to_string()),
+        _ => None,
+    }
+}
+
+/// What `message_reference` resolved to.
+enum Reference {
+    None,
+    To(String),
+    Refused(Value),
+}
+
+fn resolve_reference(state: &FakeState, channel_id: &str, body: &Value) -> Reference {
+    let Some(reference) = body.get("message_reference").filter(|r| !r.is_null()) else {
+        return Reference::None;
+    };
+    let Some(message_id) = snowflake(&reference["message_id"]) else {
+        return Reference::Refused(wire::invalid_form_body(
+            "message_reference",
+            "MESSAGE_REFERENCE_UNKNOWN_MESSAGE",
+            "Unknown message",
+        ));
+    };
+    let fail_if_not_exists = reference["fail_if_not_exists"].as_bool().unwrap_or(true);
+    let same_channel = snowflake(&reference["channel_id"]).is_none_or(|id| id == channel_id);
+    let exists = state
+        .message(&message_id)
+        .is_some_and(|m| m.channel_id == channel_id);
+    match (exists && same_channel, fail_if_not_exists) {
+        (true, _) => Reference::To(message_id),
+        (false, false) => Reference::None,
+        (false, true) => Reference::Refused(wire::invalid_form_body(
+            "message_reference",
+            "MESSAGE_REFERENCE_UNKNOWN_MESSAGE",
+            "Unknown message",
+        )),
+    }
+}
+
+async fn create_message(
+    State(shared): State<Arc<Shared>>,
+    Path(channel_id): Path<String>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> Response {
+    let path = format!("/api/v10/channels/{channel_id}/messages");
+    let method = Method::POST;
+    let mut state = shared.lock();
+    let rate = match admit(&mut state, &headers, &method, &path, Route::Messages, &channel_id) {
+        Ok(rate) => rate,
+        Err(refusal) => return refusal,
+    };
+    let Some(channel) = state.channels.get(&channel_id).cloned() else {
+        let body = wire::error(10003, "Unknown Channel");
+        return answer(&mut state, &method, &path, &rate, StatusCode::NOT_FOUND, &body);
+    };
+    let Ok(body) = serde_json::from_slice::<Value>(&raw) else {
+        let body = wire::error(50109, "The request body contains invalid JSON.");
+        return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &body);
+    };
+    let content = body["content"].as_str().unwrap_or_default().to_owned();
+    let has_embeds = body["embeds"].as_array().is_some_and(|e| !e.is_empty());
+    if content.is_empty() && !has_embeds {
+        state.buckets.record_violation(format!("{path}: an empty message"));
+        let body = wire::error(50006, "Cannot send an empty message");
+        return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &body);
+    }
+    let length = content.chars().count();
+    if length > MAX_CONTENT {
+        state
+            .buckets
+            .record_violation(format!("{path}: content of {length} characters (limit {MAX_CONTENT})"));
+        let body = wire::invalid_form_body("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.");
+        return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &body);
+    }
+    let reference = match resolve_reference(&state, &channel_id, &body) {
+        Reference::None => None,
+        Reference::To(id) => Some(id),
+        Reference::Refused(refusal) => {
+            return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &refusal);
+        }
+    };
+    let record = MessageRecord {
+        id: state.snowflake(),
+        channel_id: channel_id.clone(),
+        guild_id: channel.guild_id.clone(),
+        author: state.bot.clone(),
+        content: content.clone(),
+        mentions: Vec::new(),
+        reference: reference.clone(),
+        timestamp: super::now_iso8601(),
+    };
+    let referenced = reference.as_ref().and_then(|id| state.message(id)).cloned();
+    let reply = wire::message(&record, referenced.as_ref());
+    // A thread's messages belong to its parent channel's conversation.
+    let (chat, thread) = match &channel.parent_id {
+        Some(parent) if channel.kind == wire::PUBLIC_THREAD => (parent.clone(), Some(channel_id.clone())),
+        _ => (channel_id.clone(), None),
+    };
+    state.sent.push(SentMessage {
+        chat,
+        thread,
+        text: content,
+        reply_to: reference,
+    });
+    state.sent_ids.push(record.id.clone());
+    state.messages.push(record.clone());
+    let count = state.sent.len();
+    // The bot's own message comes back over the gateway, as on Discord.
+    state.dispatch_message(&record);
+    let response = answer(&mut state, &method, &path, &rate, StatusCode::OK, &reply);
+    drop(state);
+    shared.sent_count.send_replace(count);
+    response
+}
+
+async fn trigger_typing(
+    State(shared): State<Arc<Shared>>,
+    Path(channel_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/api/v10/channels/{channel_id}/typing");
+    let method = Method::POST;
+    let mut state = shared.lock();
+    let rate = match admit(&mut state, &headers, &method, &path, Route::Typing, &channel_id) {
+        Ok(rate) => rate,
+        Err(refusal) => return refusal,
+    };
+    if !state.channels.contains_key(&channel_id) {
+        let body = wire::error(10003, "Unknown Channel");
+        return answer(&mut state, &method, &path, &rate, StatusCode::NOT_FOUND, &body);
+    }
+    state.typing.push(channel_id);
+    record(&mut state, &method, &path, StatusCode::NO_CONTENT);
+    with_rate_headers(StatusCode::NO_CONTENT.into_response(), &rate)
+}
+
+async fn not_found(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+    let mut state = shared.lock();
+    record(&mut state, &method, uri.path(), StatusCode::NOT_FOUND);
+    json(StatusCode::NOT_FOUND, &wire::error(0, "404: Not Found"))
+}

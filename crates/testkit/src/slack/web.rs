@@ -1,0 +1,215 @@
+//! The fake Web API: `POST|GET /api/<method>` with the token as a Bearer
+//! header (or a `token` form field), form or JSON bodies as Slack accepts
+//! them, and Slack's answers: HTTP 200 with `{"ok": false, "error": …}` for
+//! every refusal except rate limits, which are HTTP 429 with `Retry-After`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+
+use super::state::PostVerdict;
+use super::wire::{self, Author, MessageFields};
+use super::{APP_ID, APP_TOKEN, BOT_ID, BOT_NAME, BOT_TOKEN, BOT_USER_ID, Shared, TEAM_ID, TEAM_NAME};
+use crate::platform::SentMessage;
+
+/// Slack refuses longer texts outright; it truncates display far earlier.
+const MAX_TEXT_CHARS: usize = 40_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TokenKind {
+    Bot,
+    App,
+}
+
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new().route("/api/{method}", any(api)).with_state(shared)
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn ok(mut body: Value) -> Response {
+    body["ok"] = Value::Bool(true);
+    json_response(StatusCode::OK, body)
+}
+
+fn refuse(error: &str) -> Response {
+    json_response(StatusCode::OK, json!({"ok": false, "error": error}))
+}
+
+fn rate_limited(retry_after_secs: u64) -> Response {
+    let mut response = json_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        json!({"ok": false, "error": "ratelimited"}),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    response
+}
+
+/// Query string and body merged into one object of arguments.
+fn arguments(query: Option<&str>, headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>, &'static str> {
+    let mut arguments = Map::new();
+    let mut add_pairs = |text: &[u8]| -> Result<(), &'static str> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(text).map_err(|_| "invalid_form_data")?;
+        for (key, value) in pairs {
+            arguments.insert(key, Value::String(value));
+        }
+        Ok(())
+    };
+    if let Some(query) = query {
+        add_pairs(query.as_bytes())?;
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if body.is_empty() {
+        return Ok(arguments);
+    }
+    if content_type.starts_with("application/json") {
+        let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(body) else {
+            return Err("invalid_json");
+        };
+        arguments.extend(object);
+    } else if content_type.starts_with("application/x-www-form-urlencoded") || content_type.is_empty() {
+        add_pairs(body)?;
+    } else {
+        return Err("invalid_arguments");
+    }
+    Ok(arguments)
+}
+
+fn token_kind(headers: &HeaderMap, arguments: &Map<String, Value>) -> Result<TokenKind, &'static str> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let token = bearer.or_else(|| arguments.get("token").and_then(Value::as_str).map(str::to_owned));
+    match token.as_deref() {
+        None | Some("") => Err("not_authed"),
+        Some(BOT_TOKEN) => Ok(TokenKind::Bot),
+        Some(APP_TOKEN) => Ok(TokenKind::App),
+        Some(_) => Err("invalid_auth"),
+    }
+}
+
+fn text_argument<'a>(arguments: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    arguments.get(key).and_then(Value::as_str).filter(|v| !v.is_empty())
+}
+
+async fn api(
+    State(shared): State<Arc<Shared>>,
+    Path(method): Path<String>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    shared.lock().calls.push(method.clone());
+    let arguments = match arguments(query.as_deref(), &headers, &body) {
+        Ok(arguments) => arguments,
+        Err(error) => return refuse(error),
+    };
+    let kind = match token_kind(&headers, &arguments) {
+        Ok(kind) => kind,
+        Err(error) => return refuse(error),
+    };
+    match (method.as_str(), kind) {
+        ("auth.test", TokenKind::Bot) => ok(json!({
+            "url": "https://herald-fake.slack.com/",
+            "team": TEAM_NAME,
+            "user": BOT_NAME,
+            "team_id": TEAM_ID,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": false
+        })),
+        ("apps.connections.open", TokenKind::App) => {
+            let ticket = {
+                let mut state = shared.lock();
+                let ticket = state.next_uuid();
+                state.tickets.push(ticket.clone());
+                ticket
+            };
+            ok(json!({"url": format!("ws://{}/link/?ticket={ticket}&app_id={APP_ID}", shared.socket_addr)}))
+        }
+        ("chat.postMessage", TokenKind::Bot) => post_message(&shared, &arguments),
+        ("users.info", TokenKind::Bot) => {
+            let state = shared.lock();
+            match text_argument(&arguments, "user").and_then(|id| state.users.get(id)) {
+                Some(user) => ok(json!({"user": wire::user_object(&user.id, &user.name)})),
+                None => refuse("user_not_found"),
+            }
+        }
+        ("auth.test" | "apps.connections.open" | "chat.postMessage" | "users.info", _) => {
+            refuse("not_allowed_token_type")
+        }
+        _ => refuse("unknown_method"),
+    }
+}
+
+fn post_message(shared: &Shared, arguments: &Map<String, Value>) -> Response {
+    let text = text_argument(arguments, "text").unwrap_or_default().to_owned();
+    let has_blocks = arguments.get("blocks").is_some_and(|b| !b.is_null());
+    let thread_ts = text_argument(arguments, "thread_ts").map(str::to_owned);
+    let mut state = shared.lock();
+    let Some(channel) = text_argument(arguments, "channel").and_then(|c| state.resolve_channel(c)) else {
+        return refuse("channel_not_found");
+    };
+    if text.is_empty() && !has_blocks {
+        return refuse("no_text");
+    }
+    if text.chars().count() > MAX_TEXT_CHARS {
+        return refuse("msg_too_long");
+    }
+    if let PostVerdict::RateLimited { retry_after_secs } = state.judge_post(&channel, Instant::now()) {
+        return rate_limited(retry_after_secs);
+    }
+    let ts = state.next_ts();
+    state.sent.push(SentMessage {
+        chat: channel.clone(),
+        thread: thread_ts.clone(),
+        text: text.clone(),
+        reply_to: None,
+    });
+    let sent = state.sent.len();
+    if state.options.echo_own_messages {
+        let channel_type = if channel.starts_with('D') { "im" } else { "channel" };
+        let event = wire::message_event(
+            &MessageFields {
+                channel: &channel,
+                channel_type,
+                ts: &ts,
+                thread_ts: thread_ts.as_deref(),
+                parent_user_id: None,
+                text: &text,
+                author: Author::OwnBot,
+            },
+            "",
+        );
+        shared.deliver_locked(&mut state, event);
+    }
+    drop(state);
+    shared.sent_count.send_replace(sent);
+    shared.changed();
+    ok(json!({
+        "channel": channel,
+        "ts": ts,
+        "message": wire::posted_message(&text, &ts, thread_ts.as_deref()),
+    }))
+}
