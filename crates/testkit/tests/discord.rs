@@ -33,7 +33,13 @@ async fn rest(fake: &FakeDiscord, method: reqwest::Method, path: &str, body: Opt
 }
 
 async fn post_message(fake: &FakeDiscord, channel: &str, body: Value) -> reqwest::Response {
-    rest(fake, reqwest::Method::POST, &format!("/channels/{channel}/messages"), Some(body)).await
+    rest(
+        fake,
+        reqwest::Method::POST,
+        &format!("/channels/{channel}/messages"),
+        Some(body),
+    )
+    .await
 }
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -61,7 +67,10 @@ async fn next(socket: &mut Socket) -> Result<Value, u16> {
 }
 
 async fn send(socket: &mut Socket, payload: Value) {
-    socket.send(Message::text(payload.to_string())).await.expect("send a payload");
+    socket
+        .send(Message::text(payload.to_string()))
+        .await
+        .expect("send a payload");
 }
 
 fn identify(token: &str, intents: u64) -> Value {
@@ -78,14 +87,21 @@ async fn ready_session(fake: &FakeDiscord, intents: u64) -> (Socket, Value) {
     assert_eq!(hello["op"], 10);
     send(&mut socket, identify(&format!("Bot {}", fake.token()), intents)).await;
     let ready = next(&mut socket).await.expect("READY");
-    assert_eq!((ready["op"].as_u64(), ready["t"].as_str(), ready["s"].as_u64()), (Some(0), Some("READY"), Some(1)));
+    assert_eq!(
+        (ready["op"].as_u64(), ready["t"].as_str(), ready["s"].as_u64()),
+        (Some(0), Some("READY"), Some(1))
+    );
     (socket, ready["d"].clone())
 }
 
 #[tokio::test]
 async fn rest_answers_gateway_and_identity_and_refuses_a_wrong_token() {
     let fake = FakeDiscord::start().await;
-    let gateway: Value = rest(&fake, reqwest::Method::GET, "/gateway", None).await.json().await.unwrap();
+    let gateway: Value = rest(&fake, reqwest::Method::GET, "/gateway", None)
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(gateway, json!({ "url": fake.gateway_url() }));
     assert!(!fake.gateway_url().contains('?'), "a client appends ?v=10 itself");
 
@@ -93,7 +109,10 @@ async fn rest_answers_gateway_and_identity_and_refuses_a_wrong_token() {
     assert_eq!(me.status(), 200);
     assert!(me.headers().contains_key("x-ratelimit-bucket"));
     let me: Value = me.json().await.unwrap();
-    assert_eq!((me["id"].as_str(), me["bot"].as_bool()), (Some(fake.bot_id().as_str()), Some(true)));
+    assert_eq!(
+        (me["id"].as_str(), me["bot"].as_bool()),
+        (Some(fake.bot_id().as_str()), Some(true))
+    );
 
     let refused = http()
         .get(format!("{}/api/v10/users/@me", fake.api_url()))
@@ -102,14 +121,25 @@ async fn rest_answers_gateway_and_identity_and_refuses_a_wrong_token() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 401);
-    assert_eq!(refused.json::<Value>().await.unwrap(), json!({ "message": "401: Unauthorized", "code": 0 }));
+    assert_eq!(
+        refused.json::<Value>().await.unwrap(),
+        json!({ "message": "401: Unauthorized", "code": 0 })
+    );
 
-    let thread: Value = rest(&fake, reqwest::Method::GET, &format!("/channels/{}", fake.group().thread.unwrap()), None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!((thread["type"].as_u64(), thread["parent_id"].as_str()), (Some(11), Some(fake.group().chat.as_str())));
+    let thread: Value = rest(
+        &fake,
+        reqwest::Method::GET,
+        &format!("/channels/{}", fake.group().thread.unwrap()),
+        None,
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        (thread["type"].as_u64(), thread["parent_id"].as_str()),
+        (Some(11), Some(fake.group().chat.as_str()))
+    );
     let unknown = rest(&fake, reqwest::Method::GET, "/channels/1", None).await;
     assert_eq!(unknown.status(), 404);
     assert_eq!(unknown.json::<Value>().await.unwrap()["code"], 10003);
@@ -139,7 +169,11 @@ async fn messages_are_validated_as_discord_validates_them() {
     )
     .await;
     assert_eq!(unknown_reference.status(), 400);
-    assert_eq!(fake.violations().len(), 2, "over-long and empty messages break the rules");
+    assert_eq!(
+        fake.violations().len(),
+        2,
+        "over-long and empty messages break the rules"
+    );
 
     let exactly_2000 = post_message(&fake, &dm, json!({ "content": "é".repeat(2000) })).await;
     assert_eq!(exactly_2000.status(), 200, "Discord counts characters, not bytes");
@@ -160,11 +194,18 @@ async fn messages_are_validated_as_discord_validates_them() {
         json!({ "content": "no trigger", "message_reference": { "message_id": "1", "fail_if_not_exists": false } }),
     )
     .await;
-    assert_eq!(lenient.status(), 200, "fail_if_not_exists: false sends without the reference");
+    assert_eq!(
+        lenient.status(),
+        200,
+        "fail_if_not_exists: false sends without the reference"
+    );
 
     let sent = fake.sent();
     assert_eq!(sent.len(), 3);
-    assert_eq!((sent[1].chat.as_str(), sent[1].reply_to.as_deref()), (dm.as_str(), Some(question.as_str())));
+    assert_eq!(
+        (sent[1].chat.as_str(), sent[1].reply_to.as_deref()),
+        (dm.as_str(), Some(question.as_str()))
+    );
     assert_eq!(sent[2].reply_to, None);
 }
 
@@ -188,14 +229,22 @@ async fn buckets_are_announced_enforced_and_recorded() {
     assert_eq!(over.headers()["x-ratelimit-scope"], "user");
     assert!(over.headers().contains_key("retry-after"));
     let body: Value = over.json().await.unwrap();
-    assert_eq!((body["message"].as_str(), body["global"].as_bool()), (Some("You are being rate limited."), Some(false)));
+    assert_eq!(
+        (body["message"].as_str(), body["global"].as_bool()),
+        (Some("You are being rate limited."), Some(false))
+    );
     assert!(body["retry_after"].as_f64().unwrap() > 29.0);
     assert_eq!(fake.violations().len(), 1, "{:?}", fake.violations());
     assert_eq!(fake.sent().len(), 2, "a refused message is not posted");
 
     // Another channel has its own bucket.
     let dm = fake.dm_chat(&fake.admin());
-    assert_eq!(post_message(&fake, &dm, json!({ "content": "elsewhere" })).await.status(), 200);
+    assert_eq!(
+        post_message(&fake, &dm, json!({ "content": "elsewhere" }))
+            .await
+            .status(),
+        200
+    );
 }
 
 #[tokio::test]
@@ -207,10 +256,16 @@ async fn a_forced_429_asks_for_retry_after_and_an_early_retry_is_a_violation() {
     assert_eq!(limited.status(), 429);
     assert_eq!(limited.json::<Value>().await.unwrap()["retry_after"], 0.3);
     assert!(fake.violations().is_empty());
-    assert_eq!(post_message(&fake, &channel, json!({ "content": "1" })).await.status(), 429);
+    assert_eq!(
+        post_message(&fake, &channel, json!({ "content": "1" })).await.status(),
+        429
+    );
     assert_eq!(fake.violations().len(), 1, "sent before retry_after passed");
     tokio::time::sleep(Duration::from_millis(350)).await;
-    assert_eq!(post_message(&fake, &channel, json!({ "content": "1" })).await.status(), 200);
+    assert_eq!(
+        post_message(&fake, &channel, json!({ "content": "1" })).await.status(),
+        200
+    );
     assert_eq!(fake.violations().len(), 1);
 }
 
@@ -220,7 +275,10 @@ async fn the_gateway_says_hello_acknowledges_heartbeats_and_is_ready_after_ident
     fake.set_heartbeat_interval(Duration::from_millis(45_000));
     let mut socket = connect(&fake).await;
     let hello = next(&mut socket).await.unwrap();
-    assert_eq!(hello, json!({ "op": 10, "d": { "heartbeat_interval": 45_000 }, "s": null, "t": null }));
+    assert_eq!(
+        hello,
+        json!({ "op": 10, "d": { "heartbeat_interval": 45_000 }, "s": null, "t": null })
+    );
     send(&mut socket, json!({ "op": 1, "d": null })).await;
     assert_eq!(next(&mut socket).await.unwrap()["op"], 11);
     assert_eq!(fake.heartbeats(), 1);
@@ -253,7 +311,9 @@ async fn identify_is_refused_for_a_wrong_token_or_a_disallowed_intent() {
         send(&mut socket, identify(token, intents)).await;
         assert_eq!(next(&mut socket).await, Err(code), "{token} {intents}");
     }
-    let (mut socket, _) = tokio_tungstenite::connect_async(format!("{}/", fake.gateway_url())).await.unwrap();
+    let (mut socket, _) = tokio_tungstenite::connect_async(format!("{}/", fake.gateway_url()))
+        .await
+        .unwrap();
     assert_eq!(next(&mut socket).await, Err(4012), "no ?v=10");
     let mut early = connect(&fake).await;
     next(&mut early).await.expect("HELLO");
@@ -374,13 +434,23 @@ async fn a_resumed_session_gets_what_it_missed() {
     // "two" is replayed or sent live, depending on when it was written;
     // either way it arrives once, with RESUMED.
     let seen = [next(&mut socket).await.unwrap(), next(&mut socket).await.unwrap()];
-    let kinds: Vec<_> = seen.iter().map(|e| (e["t"].clone(), e["d"]["content"].clone())).collect();
+    let kinds: Vec<_> = seen
+        .iter()
+        .map(|e| (e["t"].clone(), e["d"]["content"].clone()))
+        .collect();
     assert!(kinds.contains(&(json!("RESUMED"), Value::Null)), "{kinds:?}");
     assert!(kinds.contains(&(json!("MESSAGE_CREATE"), json!("two"))), "{kinds:?}");
     assert_eq!(fake.resumes(), 1);
 
     let mut stale = connect(&fake).await;
     next(&mut stale).await.expect("HELLO");
-    send(&mut stale, json!({ "op": 6, "d": { "token": fake.token(), "session_id": "nope", "seq": 1 } })).await;
-    assert_eq!(next(&mut stale).await.unwrap(), json!({ "op": 9, "d": false, "s": null, "t": null }));
+    send(
+        &mut stale,
+        json!({ "op": 6, "d": { "token": fake.token(), "session_id": "nope", "seq": 1 } }),
+    )
+    .await;
+    assert_eq!(
+        next(&mut stale).await.unwrap(),
+        json!({ "op": 9, "d": false, "s": null, "t": null })
+    );
 }

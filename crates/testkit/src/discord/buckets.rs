@@ -94,10 +94,10 @@ impl Buckets {
     /// Decides one request to `key` (method, route and top-level resource)
     /// under `rule`. `forceable` requests take a forced 429 when one is due.
     pub fn check(&mut self, key: &str, rule: &BucketRule, forceable: bool, now: Instant) -> Verdict {
-        let window = self.windows.entry(key.to_owned()).or_insert(Window {
-            started: now,
-            used: 0,
-        });
+        let window = self
+            .windows
+            .entry(key.to_owned())
+            .or_insert(Window { started: now, used: 0 });
         if now >= window.started + rule.window {
             window.started = now;
             window.used = 0;

@@ -54,6 +54,8 @@ enum Stage {
 
 async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     let mut query = String::new();
+    // The callback's error type is tungstenite's, large or not.
+    #[allow(clippy::result_large_err)]
     let capture = |request: &Request, response: Response| {
         query = request.uri().query().unwrap_or_default().to_owned();
         Ok(response)
@@ -174,9 +176,11 @@ fn identify(
     data: &Value,
 ) -> Option<String> {
     let mut state = shared.lock();
-    let (Some(token), Some(intents), Some(_properties)) =
-        (data["token"].as_str(), data["intents"].as_u64(), data["properties"].as_object())
-    else {
+    let (Some(token), Some(intents), Some(_properties)) = (
+        data["token"].as_str(),
+        data["intents"].as_u64(),
+        data["properties"].as_object(),
+    ) else {
         let _ = tx.send(Outgoing::Close(DECODE_ERROR, "Error while decoding payload."));
         return None;
     };
@@ -238,11 +242,18 @@ fn identify(
     Some(session_id)
 }
 
-fn resume(shared: &Arc<Shared>, tx: &mpsc::UnboundedSender<Outgoing>, connection_id: u64, data: &Value) -> Option<String> {
+fn resume(
+    shared: &Arc<Shared>,
+    tx: &mpsc::UnboundedSender<Outgoing>,
+    connection_id: u64,
+    data: &Value,
+) -> Option<String> {
     let mut state = shared.lock();
-    let (Some(token), Some(session_id), Some(seq)) =
-        (data["token"].as_str(), data["session_id"].as_str(), data["seq"].as_u64())
-    else {
+    let (Some(token), Some(session_id), Some(seq)) = (
+        data["token"].as_str(),
+        data["session_id"].as_str(),
+        data["seq"].as_u64(),
+    ) else {
         let _ = tx.send(Outgoing::Close(DECODE_ERROR, "Error while decoding payload."));
         return None;
     };
@@ -265,7 +276,11 @@ fn resume(shared: &Arc<Shared>, tx: &mpsc::UnboundedSender<Outgoing>, connection
         let _ = tx.send(Outgoing::Frame(frame.clone()));
     }
     session.seq += 1;
-    let resumed = wire::dispatch(session.seq, "RESUMED", serde_json::json!({ "_trace": ["fake-discord-gateway"] }));
+    let resumed = wire::dispatch(
+        session.seq,
+        "RESUMED",
+        serde_json::json!({ "_trace": ["fake-discord-gateway"] }),
+    );
     let frame = resumed.to_string();
     session.sent.push((session.seq, frame.clone()));
     let _ = tx.send(Outgoing::Frame(frame));

@@ -29,8 +29,8 @@ use async_trait::async_trait;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use buckets::{BucketRule, RateHeaders, Verdict};
 use buckets::Buckets;
+pub use buckets::{BucketRule, RateHeaders, Verdict};
 use wire::{ChannelRecord, MessageRecord, UserRecord};
 
 use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage};
@@ -240,8 +240,12 @@ fn person(id: &str, username: &str) -> UserRecord {
 impl FakeDiscord {
     /// Starts the REST API and the gateway on ports the OS picks.
     pub async fn start() -> Self {
-        let rest = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind the fake REST API");
-        let gateway = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind the fake gateway");
+        let rest = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind the fake REST API");
+        let gateway = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind the fake gateway");
         let rest_addr = rest.local_addr().expect("REST address");
         let gateway_addr = gateway.local_addr().expect("gateway address");
         let mut channels = HashMap::new();
@@ -439,8 +443,14 @@ impl FakeDiscord {
     /// typically), without mentioning anyone.
     pub async fn send_reply(&self, author: &FakeUser, target: &GroupTarget, text: &str, reply_to: &str) -> String {
         let channel = target.thread.clone().unwrap_or_else(|| target.chat.clone());
-        self.inject(&author.id, &channel, text.to_owned(), Vec::new(), Some(reply_to.to_owned()))
-            .await
+        self.inject(
+            &author.id,
+            &channel,
+            text.to_owned(),
+            Vec::new(),
+            Some(reply_to.to_owned()),
+        )
+        .await
     }
 
     /// The ids of the messages the bot posted, in the order of [`FakePlatform::sent`].
@@ -539,7 +549,10 @@ impl FakePlatform for FakeDiscord {
 
     fn dm_chat(&self, user: &FakeUser) -> String {
         let mut state = self.shared.lock();
-        let record = state.person(&user.id).cloned().unwrap_or_else(|| person(&user.id, &user.name));
+        let record = state
+            .person(&user.id)
+            .cloned()
+            .unwrap_or_else(|| person(&user.id, &user.name));
         state.dm_channel(&record)
     }
 

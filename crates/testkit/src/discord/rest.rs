@@ -82,7 +82,14 @@ enum Route {
     Other,
 }
 
-/// Checks the token and the bucket. `Err` is the answer to send instead.
+/// Whether a request may proceed.
+enum Admission {
+    Proceed(RateHeaders),
+    /// The answer to send instead (401 or 429).
+    Refused(Response),
+}
+
+/// Checks the token and the bucket.
 fn admit(
     state: &mut FakeState,
     headers: &HeaderMap,
@@ -90,12 +97,12 @@ fn admit(
     path: &str,
     route: Route,
     resource: &str,
-) -> Result<RateHeaders, Response> {
+) -> Admission {
     let expected = format!("Bot {}", state.token);
     let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     if given != Some(expected.as_str()) {
         record(state, method, path, StatusCode::UNAUTHORIZED);
-        return Err(json(StatusCode::UNAUTHORIZED, &wire::error(0, "401: Unauthorized")));
+        return Admission::Refused(json(StatusCode::UNAUTHORIZED, &wire::error(0, "401: Unauthorized")));
     }
     let (rule, template, forceable) = match route {
         Route::Messages => (state.message_rule.clone(), "/channels/{id}/messages", true),
@@ -104,7 +111,7 @@ fn admit(
     };
     let key = format!("{method} {}", template.replace("{id}", resource));
     match state.buckets.check(&key, &rule, forceable, tokio::time::Instant::now()) {
-        Verdict::Allow(rate) => Ok(rate),
+        Verdict::Allow(rate) => Admission::Proceed(rate),
         Verdict::Limited {
             retry_after,
             global,
@@ -123,12 +130,19 @@ fn admit(
             if global {
                 map.insert("x-ratelimit-global", HeaderValue::from_static("true"));
             }
-            Err(response)
+            Admission::Refused(response)
         }
     }
 }
 
-fn answer(state: &mut FakeState, method: &Method, path: &str, rate: &RateHeaders, status: StatusCode, body: &Value) -> Response {
+fn answer(
+    state: &mut FakeState,
+    method: &Method,
+    path: &str,
+    rate: &RateHeaders,
+    status: StatusCode,
+    body: &Value,
+) -> Response {
     record(state, method, path, status);
     with_rate_headers(json(status, body), rate)
 }
@@ -144,8 +158,8 @@ async fn gateway_bot(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
     let path = "/api/v10/gateway/bot";
     let mut state = shared.lock();
     let rate = match admit(&mut state, &headers, &Method::GET, path, Route::Other, "") {
-        Ok(rate) => rate,
-        Err(refusal) => return refusal,
+        Admission::Proceed(rate) => rate,
+        Admission::Refused(refusal) => return refusal,
     };
     let body = serde_json::json!({
         "url": state.gateway_url,
@@ -159,8 +173,8 @@ async fn current_user(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> 
     let path = "/api/v10/users/@me";
     let mut state = shared.lock();
     let rate = match admit(&mut state, &headers, &Method::GET, path, Route::Other, "") {
-        Ok(rate) => rate,
-        Err(refusal) => return refusal,
+        Admission::Proceed(rate) => rate,
+        Admission::Refused(refusal) => return refusal,
     };
     let body = wire::current_user(&state.bot);
     answer(&mut state, &Method::GET, path, &rate, StatusCode::OK, &body)
@@ -170,8 +184,8 @@ async fn create_dm(State(shared): State<Arc<Shared>>, headers: HeaderMap, raw: B
     let path = "/api/v10/users/@me/channels";
     let mut state = shared.lock();
     let rate = match admit(&mut state, &headers, &Method::POST, path, Route::Other, "") {
-        Ok(rate) => rate,
-        Err(refusal) => return refusal,
+        Admission::Proceed(rate) => rate,
+        Admission::Refused(refusal) => return refusal,
     };
     let recipient = serde_json::from_slice::<Value>(&raw)
         .ok()
@@ -198,8 +212,8 @@ async fn get_channel(
     let path = format!("/api/v10/channels/{channel_id}");
     let mut state = shared.lock();
     let rate = match admit(&mut state, &headers, &Method::GET, &path, Route::Other, &channel_id) {
-        Ok(rate) => rate,
-        Err(refusal) => return refusal,
+        Admission::Proceed(rate) => rate,
+        Admission::Refused(refusal) => return refusal,
     };
     let Some(channel) = state.channels.get(&channel_id).cloned() else {
         let body = wire::error(10003, "Unknown Channel");
@@ -238,9 +252,7 @@ fn resolve_reference(state: &FakeState, channel_id: &str, body: &Value) -> Refer
     };
     let fail_if_not_exists = reference["fail_if_not_exists"].as_bool().unwrap_or(true);
     let same_channel = snowflake(&reference["channel_id"]).is_none_or(|id| id == channel_id);
-    let exists = state
-        .message(&message_id)
-        .is_some_and(|m| m.channel_id == channel_id);
+    let exists = state.message(&message_id).is_some_and(|m| m.channel_id == channel_id);
     match (exists && same_channel, fail_if_not_exists) {
         (true, _) => Reference::To(message_id),
         (false, false) => Reference::None,
@@ -262,8 +274,8 @@ async fn create_message(
     let method = Method::POST;
     let mut state = shared.lock();
     let rate = match admit(&mut state, &headers, &method, &path, Route::Messages, &channel_id) {
-        Ok(rate) => rate,
-        Err(refusal) => return refusal,
+        Admission::Proceed(rate) => rate,
+        Admission::Refused(refusal) => return refusal,
     };
     let Some(channel) = state.channels.get(&channel_id).cloned() else {
         let body = wire::error(10003, "Unknown Channel");
@@ -338,8 +350,8 @@ async fn trigger_typing(
     let method = Method::POST;
     let mut state = shared.lock();
     let rate = match admit(&mut state, &headers, &method, &path, Route::Typing, &channel_id) {
-        Ok(rate) => rate,
-        Err(refusal) => return refusal,
+        Admission::Proceed(rate) => rate,
+        Admission::Refused(refusal) => return refusal,
     };
     if !state.channels.contains_key(&channel_id) {
         let body = wire::error(10003, "Unknown Channel");
