@@ -5,10 +5,12 @@
 //! refuses what the real service refuses. A fake that accepts more than the
 //! real thing hides bugs instead of finding them.
 //!
+//! - [`discord`]: a fake Discord REST API and gateway websocket.
 //! - [`openai`]: a scripted OpenAI-compatible chat completions server.
 //! - [`platform`]: the control side every fake chat platform offers tests.
 //! - [`slack`]: a fake Slack Web API, Socket Mode server and Events API pusher.
 
+pub mod discord;
 pub mod openai;
 pub mod platform;
 pub mod slack;
