@@ -22,7 +22,7 @@ pub mod time;
 pub mod tools;
 
 pub use access::Admins;
-pub use channel::{Admission, ChannelError, ChannelOutbound, InboundSink, Outbound, SentMessage};
+pub use channel::{Admission, ChannelError, ChannelIngress, ChannelOutbound, InboundSink, Outbound, SentMessage};
 pub use history::{HistoryEntry, NewHistoryEntry, Role};
 pub use ids::{ActorId, ChannelName, ConversationId, TaskId};
 pub use llm::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, ToolCall, ToolSpec, Usage};
