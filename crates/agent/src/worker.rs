@@ -12,14 +12,21 @@
 //!
 //! A worker keeps its lease alive while a turn runs, so a slow model does not
 //! let a second worker serve the same task.
+//!
+//! Heartbeat turns are quiet by construction: they run inside
+//! [`quiet_replies`], so whatever they send passes the `HEARTBEAT_OK` rule;
+//! their final reply passes it before anything is recorded or sent; a silent
+//! turn leaves no history; and a failed one is given up without telling
+//! anyone (it must not wait in backoff ahead of the target's own messages).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use herald_core::heartbeat::{DEFAULT_ACK_MAX_CHARS, quiet_replies, strip_ok_token};
 use herald_core::{
     Admins, ChatModel, ClaimFilter, ConversationId, ConversationStore, DeliveryReceipt, FailOutcome, HistoryEntry,
-    Lease, NewHistoryEntry, Outbound, OutboundMessage, Role, StoreError, TaskId, TaskPayload, TaskQueue, Toolbox,
-    TurnScope,
+    InstructionOrigin, Lease, NewHistoryEntry, Outbound, OutboundMessage, Role, StoreError, TaskId, TaskPayload,
+    TaskQueue, Toolbox, TurnScope,
 };
 use tokio::sync::broadcast;
 use tokio::task::JoinSet;
@@ -41,6 +48,9 @@ pub struct Agent {
     pub limits: TurnLimits,
     /// The queue's lease time; the worker extends a lease at a third of it.
     pub lease: Duration,
+    /// Characters a heartbeat reply may add to `HEARTBEAT_OK` and still be
+    /// an acknowledgement that is not sent.
+    pub heartbeat_ack_max_chars: usize,
     events: broadcast::Sender<TaskFinished>,
 }
 
@@ -85,8 +95,26 @@ impl Agent {
             config,
             limits,
             lease,
+            heartbeat_ack_max_chars: DEFAULT_ACK_MAX_CHARS,
             events,
         }
+    }
+
+    pub fn with_heartbeat_ack_max_chars(mut self, ack_max_chars: usize) -> Self {
+        self.heartbeat_ack_max_chars = ack_max_chars;
+        self
+    }
+
+    /// The `HEARTBEAT_OK` limit when the task is a heartbeat.
+    fn heartbeat_limit(&self, payload: &TaskPayload) -> Option<usize> {
+        matches!(
+            payload,
+            TaskPayload::Instruction {
+                origin: InstructionOrigin::Heartbeat,
+                ..
+            }
+        )
+        .then_some(self.heartbeat_ack_max_chars)
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<TaskFinished> {
@@ -99,7 +127,21 @@ impl Agent {
         let span = info_span!("task", task = %task.id, conversation = %task.conversation, attempt = task.attempt);
         async {
             let keeper = self.keep_lease_alive(lease.clone());
-            let result = self.serve_inner(&lease).await;
+            let heartbeat = self.heartbeat_limit(&lease.task.payload);
+            let result = match heartbeat {
+                Some(limit) => quiet_replies(limit, self.serve_inner(&lease, Some(limit)))
+                    .await
+                    .map_err(|failure| {
+                        // Fail closed: nothing is sent, and the next heartbeat
+                        // comes soon enough; a retry would hold up the target.
+                        match failure {
+                            Failure::Retry(reason) | Failure::GiveUp(reason) => {
+                                Failure::GiveUp(format!("heartbeat failed and nothing was sent: {reason}"))
+                            }
+                        }
+                    }),
+                None => self.serve_inner(&lease, None).await,
+            };
             keeper.cancel();
             let finish = match result {
                 Ok(()) => match self.queue.complete(&lease).await {
@@ -149,7 +191,8 @@ impl Agent {
         .await
     }
 
-    async fn serve_inner(&self, lease: &Lease) -> Result<(), Failure> {
+    /// `heartbeat` is the `HEARTBEAT_OK` limit of a heartbeat task.
+    async fn serve_inner(&self, lease: &Lease, heartbeat: Option<usize>) -> Result<(), Failure> {
         let task = &lease.task;
         if task.attempt > task.max_attempts {
             return Err(Failure::GiveUp(format!(
@@ -166,36 +209,61 @@ impl Agent {
                 Some(entry.text.clone())
             }
             None => {
-                if let Some(channel) = self.outbound.get(&conversation.channel)
+                // A heartbeat shows no sign of life unless it has something to say.
+                if heartbeat.is_none()
+                    && let Some(channel) = self.outbound.get(&conversation.channel)
                     && let Err(err) = channel.typing(conversation).await
                 {
                     debug!(error = %err, "typing indicator failed");
                 }
                 let outcome = self.run(&scope, lease).await?;
+                let mut reply = outcome.reply_to_send().map(str::to_owned);
+                let mut entries = Vec::with_capacity(2);
+                if let Some(limit) = heartbeat {
+                    reply = reply.and_then(|text| strip_ok_token(&text, limit));
+                    // What the turn said, by tools and in its reply (last, so
+                    // a retry re-sends only the reply), is kept; the
+                    // checklist prompt is not.
+                    entries.extend(
+                        outcome
+                            .delivered_by_tools
+                            .iter()
+                            .filter_map(|text| strip_ok_token(text, limit))
+                            .chain(reply.clone())
+                            .map(|text| NewHistoryEntry {
+                                role: Role::Assistant,
+                                actor: None,
+                                text,
+                            }),
+                    );
+                    if entries.is_empty() {
+                        info!("heartbeat: nothing needs attention; nothing sent or recorded");
+                        return Ok(());
+                    }
+                } else {
+                    if let Some(text) = input_text(&task.payload) {
+                        entries.push(NewHistoryEntry {
+                            role: Role::User,
+                            actor: scope.actor.clone(),
+                            text: text.to_owned(),
+                        });
+                    }
+                    entries.push(NewHistoryEntry {
+                        role: Role::Assistant,
+                        actor: None,
+                        text: reply.clone().unwrap_or_else(|| outcome.text.clone()),
+                    });
+                }
                 for (index, notice) in outcome.notices.iter().enumerate() {
                     self.deliver(task.id, &format!("notice:{index}"), &scope, notice)
                         .await?;
                 }
-                let reply = outcome.reply_to_send().map(str::to_owned);
-                let mut entries = Vec::with_capacity(2);
-                if let Some(text) = input_text(&task.payload) {
-                    entries.push(NewHistoryEntry {
-                        role: Role::User,
-                        actor: scope.actor.clone(),
-                        text: text.to_owned(),
-                    });
-                }
-                let assistant_text = reply.clone().unwrap_or_else(|| outcome.text.clone());
-                entries.push(NewHistoryEntry {
-                    role: Role::Assistant,
-                    actor: None,
-                    text: assistant_text,
-                });
                 self.conversations
                     .record_turn(&conversation.id, task.id, &entries)
                     .await
                     .map_err(Failure::store)?;
                 if !outcome.direct
+                    && heartbeat.is_none()
                     && let Ok(value) = serde_json::to_value(&outcome.accounting)
                     && let Err(err) = self
                         .conversations
