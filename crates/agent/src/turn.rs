@@ -119,6 +119,19 @@ pub async fn run_turn(
             outcome.text = response.content.unwrap_or_default();
             return Ok(outcome);
         }
+        if tools.is_empty() {
+            // Tool use was over, or never offered, and the model asked for
+            // tools anyway (some servers ignore an empty tool list): nothing
+            // runs, and what text there is becomes the answer.
+            warn!(
+                calls = response.tool_calls.len(),
+                "model asked for tools that were not offered; ignoring them"
+            );
+            outcome.text = response.content.filter(|c| !c.trim().is_empty()).unwrap_or_else(|| {
+                "I could not finish this within the limits of one turn. Please ask again, more narrowly.".into()
+            });
+            return Ok(outcome);
+        }
         tool_rounds += 1;
         messages.push(ChatMessage::Assistant {
             content: response.content.filter(|c| !c.is_empty()),

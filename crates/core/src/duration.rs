@@ -56,13 +56,13 @@ pub fn format(duration: Duration) -> String {
     let millis = duration.as_millis();
     if millis == 0 {
         "0".into()
-    } else if millis % 86_400_000 == 0 {
+    } else if millis.is_multiple_of(86_400_000) {
         format!("{}d", millis / 86_400_000)
-    } else if millis % 3_600_000 == 0 {
+    } else if millis.is_multiple_of(3_600_000) {
         format!("{}h", millis / 3_600_000)
-    } else if millis % 60_000 == 0 {
+    } else if millis.is_multiple_of(60_000) {
         format!("{}m", millis / 60_000)
-    } else if millis % 1000 == 0 {
+    } else if millis.is_multiple_of(1000) {
         format!("{}s", millis / 1000)
     } else {
         format!("{millis}ms")

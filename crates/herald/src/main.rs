@@ -1,1 +1,71 @@
-fn main() {}
+//! The `herald` binary: command line, configuration, wiring and shutdown.
+//! It is the only crate that sees every other one.
+
+mod app;
+mod channels;
+mod commands;
+mod config;
+mod logging;
+mod shutdown;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "herald",
+    version,
+    about = "A multi-channel chat bot gateway for one LLM agent"
+)]
+struct Cli {
+    /// The configuration file.
+    #[arg(long, global = true, env = "HERALD_CONFIG", default_value = "herald.yaml")]
+    config: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start everything configured: channels, workers, scheduler.
+    Run,
+    /// Talk to Herald from this terminal: one message per line on stdin.
+    Chat {
+        /// Who you are; the conversation is `local:NAME` (default: your OS user name).
+        #[arg(long)]
+        user: Option<String>,
+        /// Print each reply as one JSON line `{"conversation":…,"text":…}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Apply database migrations (run and chat also do this on start).
+    Migrate,
+    /// Check configuration, storage, the model endpoint and every channel.
+    Doctor,
+    /// Show how the last prompt of a conversation was built.
+    Explain {
+        /// The conversation id, such as `local:owner` or `telegram:123456789`.
+        #[arg(long)]
+        conversation: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(commands::dispatch(cli.config, cli.command)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

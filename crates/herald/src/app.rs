@@ -1,0 +1,122 @@
+//! The composition root: opens storage, builds the model client and the
+//! toolbox, and assembles an [`Agent`] for whichever channels this process
+//! serves.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use herald_agent::{Agent, TurnLimits};
+use herald_core::{Admins, ChatModel, Clock, NoTools, Outbound, SystemClock, Toolbox};
+use herald_store::Storage;
+
+use crate::config::Config;
+
+pub struct App {
+    pub config: Config,
+    pub storage: Storage,
+    pub model: Arc<dyn ChatModel>,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// rustls needs one process-wide crypto provider; the tree could bring two.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A database URL with any password replaced, fit for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
+    let authority = match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{user_info}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    match path {
+        Some(path) => format!("{scheme}://{authority}/{path}"),
+        None => format!("{scheme}://{authority}"),
+    }
+}
+
+impl App {
+    /// Opens storage (applying migrations) and builds the model client.
+    pub async fn open(config: Config) -> Result<Self> {
+        install_crypto_provider();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let storage = open_storage(&config, clock.clone()).await?;
+        let model = herald_llm::model_from_config(&config.llm)
+            .with_context(|| format!("setting up the model client for llm.base_url = {}", config.llm.base_url))?;
+        Ok(Self {
+            config,
+            storage,
+            model,
+            clock,
+        })
+    }
+
+    /// Fails with one line naming `llm.base_url` when the model cannot be reached.
+    pub async fn check_model(&self) -> Result<()> {
+        herald_llm::probe(&self.config.llm)
+            .await
+            .map(|_| ())
+            .with_context(|| format!("the model at llm.base_url = {} is not usable", self.config.llm.base_url))
+    }
+
+    pub fn toolbox(&self) -> Arc<dyn Toolbox> {
+        Arc::new(NoTools)
+    }
+
+    pub fn agent(&self, outbound: Outbound, toolbox: Arc<dyn Toolbox>) -> Arc<Agent> {
+        Arc::new(Agent::new(
+            self.storage.queue(),
+            self.storage.conversations(),
+            outbound,
+            self.model.clone(),
+            toolbox,
+            Admins::new(self.config.admins.iter().cloned()),
+            self.config.agent.clone(),
+            TurnLimits {
+                max_tool_iterations: self.config.llm.max_tool_iterations,
+                context_chars: self.config.llm.context_chars,
+            },
+            self.config.queue.lease,
+        ))
+    }
+}
+
+pub async fn open_storage(config: &Config, clock: Arc<dyn Clock>) -> Result<Storage> {
+    let url = redact_url(&config.storage.url);
+    let storage = Storage::connect(&config.storage, &config.queue, clock)
+        .await
+        .with_context(|| format!("opening storage.url = {url}"))?;
+    storage
+        .migrate()
+        .await
+        .with_context(|| format!("applying migrations to {url}"))?;
+    Ok(storage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        for (url, expected) in [
+            (
+                "postgres://herald:s3cret@db:5432/herald",
+                "postgres://herald:***@db:5432/herald",
+            ),
+            ("postgres://herald@db/herald", "postgres://herald@db/herald"),
+            ("postgres://u:p@h", "postgres://u:***@h"),
+            ("sqlite://herald.db", "sqlite://herald.db"),
+            ("sqlite::memory:", "sqlite::memory:"),
+        ] {
+            assert_eq!(redact_url(url), expected);
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Builds the configured channel adapters: each platform contributes an
+//! outbound half (for replies) and an ingress half (for what it receives).
+//! The gateway sink between ingress and the queue is built here too, because
+//! it needs the outbound half to answer pairing requests.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use herald_channels::config::ChannelsConfig;
+use herald_channels::gateway::Gateway;
+use herald_core::{Admins, ChannelIngress, InboundSink, Outbound};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, error, info, info_span};
+
+use crate::app::App;
+
+pub struct Channels {
+    pub outbound: Outbound,
+    pub ingress: Vec<Arc<dyn ChannelIngress>>,
+}
+
+/// The adapters `config` asks for, not yet connected.
+pub fn build(config: &ChannelsConfig) -> Result<Channels> {
+    let mut outbound = Outbound::new();
+    let mut ingress: Vec<Arc<dyn ChannelIngress>> = Vec::new();
+    if let Some(discord) = &config.discord {
+        let (delivery, receiver) = herald_channels::discord::build(discord).context("channels.discord")?;
+        outbound = outbound.with(Arc::new(delivery));
+        ingress.push(Arc::new(receiver));
+    }
+    Ok(Channels { outbound, ingress })
+}
+
+pub fn gateway(app: &App, outbound: Outbound) -> Arc<dyn InboundSink> {
+    Arc::new(Gateway {
+        queue: app.storage.queue(),
+        store: app.storage.conversations(),
+        outbound,
+        admins: Admins::new(app.config.admins.iter().cloned()),
+        access: app.config.access.clone(),
+        clock: app.clock.clone(),
+    })
+}
+
+/// Starts every ingress; each runs until `shutdown`.
+pub fn spawn_ingress(
+    ingress: &[Arc<dyn ChannelIngress>],
+    sink: Arc<dyn InboundSink>,
+    shutdown: CancellationToken,
+) -> JoinSet<()> {
+    let mut tasks = JoinSet::new();
+    for channel in ingress {
+        let channel = channel.clone();
+        let sink = sink.clone();
+        let shutdown = shutdown.clone();
+        let span = info_span!("ingress", channel = %channel.channel());
+        tasks.spawn(
+            async move {
+                info!("receiving");
+                if let Err(err) = channel.run(sink, shutdown).await {
+                    error!(error = %err, "channel stopped receiving");
+                }
+            }
+            .instrument(span),
+        );
+    }
+    tasks
+}

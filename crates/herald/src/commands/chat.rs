@@ -1,0 +1,85 @@
+//! `herald chat`: the local channel. Each stdin line is a message from
+//! `local:NAME`, queued like any platform message and answered by the same
+//! agent loop; replies go to stdout.
+//!
+//! At end of input the command waits until every unfinished task of its
+//! conversation is done — including tasks a previous, interrupted run left
+//! behind — then exits 0.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use herald_agent::WorkerPool;
+use herald_channels::local::{self, LocalOutbound, ReplyFormat};
+use herald_core::{ClaimFilter, NewTask, Outbound};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::app::App;
+use crate::shutdown;
+
+pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode> {
+    let user = user.unwrap_or_else(os_user_name);
+    if user.is_empty() || user.chars().any(|c| c.is_whitespace() || c == ':') {
+        bail!("--user must be a name without spaces or `:` (got {user:?})");
+    }
+    app.check_model().await?;
+    let conversation = local::conversation(&user);
+    let format = if json { ReplyFormat::Json } else { ReplyFormat::Plain };
+    let outbound = Outbound::new().with(Arc::new(LocalOutbound::stdout(format)));
+    let agent = app.agent(outbound, app.toolbox());
+    let mut finished = agent.subscribe();
+    let filter = ClaimFilter::conversation(conversation.id.clone());
+    // One conversation is served in order, so one worker is all it can use.
+    let pool = WorkerPool::start(agent.clone(), filter.clone(), 1);
+    let queue = app.storage.queue();
+    let interrupted = shutdown::on_signal();
+
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        eprintln!(
+            "Herald local chat as {} — type a message and press Enter; Ctrl-D to quit.",
+            conversation.id
+        );
+    }
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        let line = tokio::select! {
+            line = lines.next_line() => line.context("reading stdin")?,
+            _ = interrupted.cancelled() => break,
+        };
+        let Some(line) = line else { break };
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let message = local::inbound(&user, text, uuid::Uuid::new_v4().to_string(), app.clock.now());
+        queue
+            .enqueue(NewTask::message(message))
+            .await
+            .context("queueing the message")?;
+    }
+
+    // Wait for every unfinished task of this conversation, then stop.
+    while !interrupted.is_cancelled() && queue.pending(&filter).await.context("reading the queue")? > 0 {
+        tokio::select! {
+            _ = finished.recv() => {}
+            _ = interrupted.cancelled() => {}
+            // A task retried with backoff finishes without an event of ours
+            // until its retry; look again now and then.
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+    pool.shutdown(app.config.agent.drain_timeout).await;
+    app.storage.close().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn os_user_name() -> String {
+    ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "owner".into())
+}

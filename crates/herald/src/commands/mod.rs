@@ -1,0 +1,52 @@
+//! One module per subcommand; `dispatch` loads the configuration and hands
+//! over.
+
+mod chat;
+mod doctor;
+mod explain;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::Command;
+use crate::app::{App, open_storage};
+use crate::config::Config;
+use crate::logging;
+
+pub async fn dispatch(config_path: PathBuf, command: Command) -> Result<ExitCode> {
+    if let Command::Doctor = command {
+        return doctor::doctor(&config_path).await;
+    }
+    let config = Config::load(&config_path)?;
+    match command {
+        Command::Run => {
+            logging::init(&config.log, None);
+            let app = App::open(config).await?;
+            run::run(app).await
+        }
+        Command::Chat { user, json } => {
+            // The terminal is the conversation: only warnings go to stderr
+            // unless the user asks for more with RUST_LOG.
+            logging::init(&config.log, Some("warn"));
+            let app = App::open(config).await?;
+            chat::chat(app, user, json).await
+        }
+        Command::Migrate => {
+            logging::init(&config.log, None);
+            crate::app::install_crypto_provider();
+            let storage = open_storage(&config, std::sync::Arc::new(herald_core::SystemClock)).await?;
+            println!("migrations applied ({})", storage.backend());
+            storage.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Explain { conversation } => {
+            logging::init(&config.log, Some("warn"));
+            crate::app::install_crypto_provider();
+            explain::explain(&config, &conversation).await
+        }
+        Command::Doctor => unreachable!("handled above"),
+    }
+}

@@ -1,0 +1,177 @@
+//! herald.yaml: one file, deserialised into the typed config structs each
+//! crate owns, after `${VAR}` expansion. Every error names the file, the line
+//! and the key path, because a stranger deploying Herald will make typos.
+
+pub mod env;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use herald_agent::AgentConfig;
+use herald_channels::access::AccessConfig;
+use herald_channels::config::ChannelsConfig;
+use herald_core::ActorId;
+use herald_llm::LlmConfig;
+use herald_store::{QueueConfig, StorageConfig};
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub storage: StorageConfig,
+    #[serde(default)]
+    pub queue: QueueConfig,
+    #[serde(default)]
+    pub llm: LlmConfig,
+    #[serde(default)]
+    pub agent: AgentConfig,
+    /// Platform user ids with admin rights: `telegram:123456789`, `local:owner`.
+    #[serde(default)]
+    pub admins: Vec<ActorId>,
+    #[serde(default)]
+    pub access: AccessConfig,
+    #[serde(default)]
+    pub channels: ChannelsConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// A tracing filter: `info`, `warn`, `herald=debug,info`. `RUST_LOG` wins.
+    pub level: String,
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+            format: LogFormat::Human,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// A configuration error, with where it is.
+#[derive(Debug)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = self.key.as_deref().filter(|k| !k.is_empty()) {
+            write!(f, ": `{key}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads and checks a config file, expanding variables from the process
+    /// environment.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError {
+            file: path.to_owned(),
+            line: None,
+            key: None,
+            message: if err.kind() == std::io::ErrorKind::NotFound {
+                "config file not found (copy config.example.yaml to herald.yaml, or pass --config)".into()
+            } else {
+                format!("cannot read config file: {err}")
+            },
+        })?;
+        Self::parse(path, &text, |name| std::env::var(name).ok())
+    }
+
+    pub fn parse(path: &Path, text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let expanded = env::expand(text, lookup).map_err(|err| ConfigError {
+            file: path.to_owned(),
+            line: Some(err.line),
+            key: Some(err.key),
+            message: err.message,
+        })?;
+        if expanded.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        let deserializer = serde_yaml::Deserializer::from_str(&expanded);
+        let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|err| {
+            let key = err.path().to_string();
+            let inner = err.into_inner();
+            let line = inner.location().map(|l| l.line());
+            ConfigError {
+                file: path.to_owned(),
+                line,
+                key: Some(key).filter(|k| k != "."),
+                message: strip_location(&inner.to_string()),
+            }
+        })?;
+        config.check().map_err(|(key, message)| ConfigError {
+            file: path.to_owned(),
+            line: line_of_key(text, key),
+            key: Some(key.to_owned()),
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// Rules that types alone do not express.
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.agent.workers == 0 {
+            return Err(("agent.workers", "must be at least 1".into()));
+        }
+        if self.llm.max_tool_iterations == 0 {
+            return Err(("llm.max_tool_iterations", "must be at least 1".into()));
+        }
+        if self.llm.context_chars < 1000 {
+            return Err(("llm.context_chars", "must be at least 1000 characters".into()));
+        }
+        for admin in &self.admins {
+            if !admin.as_str().contains(':') {
+                return Err((
+                    "admins",
+                    format!("`{admin}` is not `channel:user-id` (for example telegram:123456789)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// serde_yaml appends " at line L column C"; the line is reported separately.
+fn strip_location(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(index) => message[..index].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// The line where a dotted key's last part is written, for checks done after
+/// parsing.
+fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    let last = key.rsplit('.').next()?;
+    text.lines()
+        .position(|line| line.trim_start().starts_with(&format!("{last}:")))
+        .map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests;

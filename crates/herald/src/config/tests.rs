@@ -1,0 +1,91 @@
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(Path::new("herald.yaml"), text, |name| match name {
+        "OPENAI_API_KEY" => Some("sk-test".into()),
+        _ => None,
+    })
+}
+
+fn error(text: &str) -> String {
+    parse(text).expect_err("config should be refused").to_string()
+}
+
+#[test]
+fn the_example_config_parses() {
+    let text = include_str!("../../../../config.example.yaml");
+    let config = parse(text).expect("config.example.yaml parses");
+    assert!(config.storage.url.starts_with("sqlite:"));
+    assert!(config.admins.iter().any(|a| a.as_str() == "local:owner"));
+}
+
+#[test]
+fn an_empty_file_gives_the_defaults() {
+    let config = parse("").unwrap();
+    assert_eq!(config.agent.workers, 4);
+    assert_eq!(config.llm.max_tool_iterations, 8);
+}
+
+#[test]
+fn durations_read_as_written() {
+    let config = parse("llm:\n  request_timeout: 500ms\nqueue:\n  lease: 2m\n").unwrap();
+    assert_eq!(config.llm.request_timeout, Duration::from_millis(500));
+    assert_eq!(config.queue.lease, Duration::from_secs(120));
+}
+
+#[test]
+fn errors_name_the_file_the_line_and_the_key() {
+    for (text, expected) in [
+        // An unknown key, with a typo.
+        (
+            "llm:\n  model: x\n  modle: y\n",
+            "herald.yaml:3: `llm.modle`: unknown field `modle`",
+        ),
+        ("storge:\n  url: x\n", "herald.yaml:1: `storge`: unknown field `storge`"),
+        // A bad duration.
+        (
+            "llm:\n  request_timeout: 5x\n",
+            "herald.yaml:2: `llm.request_timeout`: invalid duration `5x`",
+        ),
+        // A missing environment variable.
+        (
+            "llm:\n  api_key: ${HERALD_TEST_UNSET_KEY}\n",
+            "herald.yaml:2: `llm.api_key`: environment variable HERALD_TEST_UNSET_KEY is not set",
+        ),
+        // A wrong type.
+        (
+            "agent:\n  workers: many\n",
+            "herald.yaml:2: `agent.workers`: invalid type",
+        ),
+        // A rule checked after parsing.
+        (
+            "agent:\n  workers: 0\n",
+            "herald.yaml:2: `agent.workers`: must be at least 1",
+        ),
+        (
+            "admins: [owner]\n",
+            "herald.yaml:1: `admins`: `owner` is not `channel:user-id`",
+        ),
+    ] {
+        let message = error(text);
+        assert!(
+            message.starts_with(expected),
+            "for {text:?}\n got: {message}\nwant: {expected}"
+        );
+    }
+}
+
+#[test]
+fn secrets_come_from_the_environment_and_do_not_print() {
+    let config = parse("llm:\n  api_key: ${OPENAI_API_KEY}\n").unwrap();
+    let debug = format!("{config:?}");
+    assert!(
+        !debug.contains("sk-test"),
+        "the api key leaked into Debug output: {debug}"
+    );
+    use secrecy::ExposeSecret;
+    assert_eq!(config.llm.api_key.expose_secret(), "sk-test");
+}
