@@ -1,6 +1,6 @@
 //! The gateway's ingress: what every channel adapter hands its messages to.
 //! It drops what is not for Herald, applies access control, answers pairing
-//! commands, and stores the rest on the queue — all before the adapter
+//! commands and `/start` / `/help`, and stores the rest on the queue — all before the adapter
 //! acknowledges the event to its platform, so nothing acknowledged is lost.
 
 use std::sync::Arc;
@@ -33,6 +33,25 @@ impl Gateway {
         if let Err(err) = self.outbound.send(&reply).await {
             warn!(error = %err, conversation = %message.conversation.id, "could not answer at ingress");
         }
+    }
+
+    /// The answer to `/start` (a chat platform's first message to a bot)
+    /// and `/help`: fixed text, sent without the model.
+    fn greeting(&self, message: &InboundMessage) -> Option<String> {
+        let command = message.text.split_whitespace().next()?;
+        if command != "/start" && command != "/help" {
+            return None;
+        }
+        let mut text = String::from(
+            "Hello, I'm Herald. Write to me here and I'll answer.\n\
+             In a group, mention me or reply to one of my messages.",
+        );
+        if self.admins.contains(&message.sender.id) {
+            text.push_str(
+                "\nAs an admin: /pair list shows who is waiting for access, /pair approve CODE lets them in.",
+            );
+        }
+        Some(text)
     }
 
     /// `/pair approve CODE` from an admin, handled without the model.
@@ -93,7 +112,13 @@ impl InboundSink for Gateway {
         };
         let approved = pairing.is_approved(&message.sender.id).await?;
         match decide(&message.sender.id, &self.admins, approved, &self.access) {
-            Decision::Allow => Ok(Admission::Queued(self.queue.enqueue(NewTask::message(message)).await?)),
+            Decision::Allow => {
+                if let Some(text) = self.greeting(&message) {
+                    self.say(&message, text).await;
+                    return Ok(Admission::Ignored);
+                }
+                Ok(Admission::Queued(self.queue.enqueue(NewTask::message(message)).await?))
+            }
             Decision::Deny => {
                 info!(actor = %message.sender.id, "message from an unknown sender denied");
                 Ok(Admission::Denied {

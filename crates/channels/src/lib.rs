@@ -10,6 +10,9 @@
 
 pub mod access;
 pub mod chunk;
+pub mod config;
 pub mod gateway;
 pub mod local;
 pub mod outbound;
+#[cfg(feature = "telegram")]
+pub mod telegram;

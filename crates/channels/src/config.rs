@@ -1,0 +1,25 @@
+//! The `channels:` section of herald.yaml: one optional entry per platform.
+//! A platform without an entry is not started.
+
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelsConfig {
+    #[cfg(feature = "telegram")]
+    #[serde(default)]
+    pub telegram: Option<crate::telegram::TelegramConfig>,
+}
+
+impl ChannelsConfig {
+    /// Names of the configured platform channels.
+    pub fn configured(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut names = Vec::new();
+        #[cfg(feature = "telegram")]
+        if self.telegram.is_some() {
+            names.push(crate::telegram::payload::CHANNEL);
+        }
+        names
+    }
+}

@@ -1,0 +1,64 @@
+//! Telegram, through the Bot API with teloxide's types and requests.
+//!
+//! - [`config`]: `channels.telegram` in herald.yaml.
+//! - [`payload`]: update -> [`InboundMessage`](herald_core::InboundMessage) (pure).
+//! - [`render`]: reply chunk -> `sendMessage` / `sendChatAction` (pure).
+//! - [`client`]: the Bot API client and the outbound sender.
+//! - [`ingress`]: long polling (default) or the webhook server.
+//!
+//! Architecture invariant: only `client` and `ingress` do I/O, and neither
+//! ever logs or returns the bot token (it is part of every request URL).
+//! Replies go through the shared [`Delivery`] — chunking to 4096 UTF-16
+//! units, the rate limits, 429s waited out — never around it.
+//!
+//! `/start` and `/help` are answered by the gateway without the model, after
+//! access control (see [`crate::gateway`]); this module only strips the
+//! `@botname` Telegram appends to commands in groups.
+
+pub mod client;
+pub mod config;
+pub mod ingress;
+pub mod payload;
+pub mod render;
+
+use std::sync::Arc;
+
+use herald_core::{ChannelError, ConversationStore};
+
+pub use client::{TelegramApi, TelegramSender};
+pub use config::{TelegramConfig, TelegramMode};
+pub use ingress::TelegramIngress;
+
+use crate::outbound::Delivery;
+use ingress::WebhookSettings;
+use payload::PayloadRules;
+
+/// Both halves of the Telegram channel, not yet connected.
+pub struct Telegram {
+    pub outbound: Arc<Delivery<TelegramSender>>,
+    pub ingress: Arc<TelegramIngress>,
+}
+
+/// Builds the channel from its configuration. `store` keeps the polling
+/// offset across restarts; without one (`herald doctor`, which only probes)
+/// Telegram's own confirmation state is all there is.
+pub fn build(config: &TelegramConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Telegram, ChannelError> {
+    if let Err((key, message)) = config.check() {
+        return Err(ChannelError::Fatal(format!("{key}: {message}")));
+    }
+    let api = Arc::new(TelegramApi::new(config)?);
+    let sender = Arc::new(TelegramSender { api: api.clone() });
+    let outbound = Arc::new(Delivery::new(sender, &config.rate_limits.limits()));
+    let ingress = Arc::new(TelegramIngress {
+        api,
+        store,
+        rules: PayloadRules {
+            respond_in: config.respond_in.clone(),
+            handle_edits: config.handle_edits,
+        },
+        mode: config.mode,
+        webhook: config.webhook.as_ref().map(WebhookSettings::from),
+        poll_timeout: config.poll_timeout,
+    });
+    Ok(Telegram { outbound, ingress })
+}

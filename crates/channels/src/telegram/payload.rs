@@ -1,0 +1,218 @@
+//! Telegram update -> [`InboundMessage`]. Pure: no I/O, no clock.
+//!
+//! Ids, as Herald writes them:
+//! - conversation `telegram:<chat_id>`, or `telegram:<chat_id>/<message_thread_id>`
+//!   for a forum topic; actor `telegram:<user_id>`;
+//! - platform message id `<chat_id>:<message_id>` (Telegram's message ids
+//!   count per chat, so the chat makes them unique for deduplication), and
+//!   `<chat_id>:<message_id>:edit:<edit_date>` for an edit Herald handles.
+
+use herald_core::{
+    ActorId, Attachment, ChannelName, ConversationId, ConversationKind, ConversationRef, InboundMessage, Sender,
+};
+use teloxide::types::{Message, MessageEntityKind, MessageEntityRef, MessageKind, Update, UpdateKind, User};
+
+use super::config::ChatSelector;
+
+pub const CHANNEL: &str = "telegram";
+
+/// Who the bot is, from `getMe`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BotIdentity {
+    pub id: u64,
+    pub username: String,
+}
+
+/// The configuration that decides what is for Herald.
+#[derive(Clone, Debug, Default)]
+pub struct PayloadRules {
+    pub respond_in: Vec<ChatSelector>,
+    pub handle_edits: bool,
+}
+
+/// What an update is to Herald.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Classified {
+    Message(Box<InboundMessage>),
+    /// Not a message for Herald; the reason is for debug logs.
+    Ignored(&'static str),
+}
+
+pub fn classify(update: &Update, bot: &BotIdentity, rules: &PayloadRules) -> Classified {
+    let (message, edited) = match &update.kind {
+        UpdateKind::Message(message) => (message, false),
+        UpdateKind::EditedMessage(message) if rules.handle_edits => (message, true),
+        UpdateKind::EditedMessage(_) => return Classified::Ignored("an edit"),
+        UpdateKind::ChannelPost(_) | UpdateKind::EditedChannelPost(_) => return Classified::Ignored("a channel post"),
+        _ => return Classified::Ignored("not a message"),
+    };
+    match inbound(message, edited, bot, rules) {
+        Ok(inbound) => Classified::Message(Box::new(inbound)),
+        Err(reason) => Classified::Ignored(reason),
+    }
+}
+
+fn inbound(
+    message: &Message,
+    edited: bool,
+    bot: &BotIdentity,
+    rules: &PayloadRules,
+) -> Result<InboundMessage, &'static str> {
+    let kind = if message.chat.is_private() {
+        ConversationKind::Direct
+    } else if message.chat.is_group() || message.chat.is_supergroup() {
+        ConversationKind::Group
+    } else {
+        return Err("not a private chat or group");
+    };
+    if !matches!(message.kind, MessageKind::Common(_)) {
+        return Err("a service message");
+    }
+    let sender = sender(message, bot)?;
+    let (text, entities) = match (message.text(), message.caption()) {
+        (Some(text), _) => (text, message.parse_entities().unwrap_or_default()),
+        (None, Some(caption)) => (caption, message.parse_caption_entities().unwrap_or_default()),
+        (None, None) => return Err("no text"),
+    };
+    let chat = message.chat.id.0.to_string();
+    let thread = message
+        .is_topic_message
+        .then_some(message.thread_id)
+        .flatten()
+        .map(|t| t.0.0.to_string());
+    // In a forum topic every message "replies" to the topic's first message;
+    // that is threading, not a reply.
+    let reply = message
+        .reply_to_message()
+        .filter(|reply| !(message.is_topic_message && message.thread_id.is_some_and(|t| t.0 == reply.id)));
+    let replies_to_bot = reply
+        .and_then(|reply| reply.from.as_ref())
+        .is_some_and(|from| from.id.0 == bot.id);
+    let listed = rules.respond_in.iter().any(|s| s.matches(&chat, thread.as_deref()));
+    let mentions_bot = kind == ConversationKind::Direct || listed || replies_to_bot || mentions(&entities, bot);
+    let conversation_id = match &thread {
+        Some(thread) => format!("{CHANNEL}:{chat}/{thread}"),
+        None => format!("{CHANNEL}:{chat}"),
+    };
+    let mut platform_message_id = format!("{chat}:{}", message.id.0);
+    let mut received_at = message.date;
+    if edited && let Some(edit_date) = message.edit_date() {
+        platform_message_id = format!("{platform_message_id}:edit:{}", edit_date.timestamp());
+        received_at = *edit_date;
+    }
+    Ok(InboundMessage {
+        conversation: ConversationRef {
+            id: ConversationId::new(conversation_id),
+            channel: ChannelName::new(CHANNEL),
+            kind,
+            chat: chat.clone(),
+            thread,
+        },
+        sender,
+        text: without_bot_address(text, &bot.username),
+        platform_message_id,
+        reply_to: reply.map(|reply| format!("{chat}:{}", reply.id.0)),
+        mentions_bot,
+        received_at,
+        attachments: attachments(message),
+    })
+}
+
+/// The person behind a message; bots (Herald included) and Telegram's own
+/// service account are not people Herald answers.
+fn sender(message: &Message, bot: &BotIdentity) -> Result<Sender, &'static str> {
+    let from: &User = message.from.as_ref().ok_or("no sender")?;
+    if from.id.0 == bot.id {
+        return Err("the bot's own message");
+    }
+    // An anonymous group admin writes as the group itself.
+    if from.is_anonymous()
+        && let Some(chat) = &message.sender_chat
+    {
+        return Ok(Sender {
+            id: ActorId::on(&ChannelName::new(CHANNEL), chat.id.0),
+            display_name: chat.title().unwrap_or("anonymous admin").to_owned(),
+        });
+    }
+    if from.is_telegram() {
+        return Err("a message from Telegram's service account");
+    }
+    if from.is_bot {
+        return Err("another bot's message");
+    }
+    Ok(Sender {
+        id: ActorId::on(&ChannelName::new(CHANNEL), from.id.0),
+        display_name: from.full_name(),
+    })
+}
+
+fn mentions(entities: &[MessageEntityRef<'_>], bot: &BotIdentity) -> bool {
+    let handle = format!("@{}", bot.username);
+    entities.iter().any(|entity| match entity.kind() {
+        MessageEntityKind::Mention => entity.text().eq_ignore_ascii_case(&handle),
+        MessageEntityKind::TextMention { user } => user.id.0 == bot.id,
+        MessageEntityKind::BotCommand => entity
+            .text()
+            .rsplit_once('@')
+            .is_some_and(|(_, name)| name.eq_ignore_ascii_case(&bot.username)),
+        _ => false,
+    })
+}
+
+/// Drops a leading `@botname` and the `@botname` of `/command@botname`, so
+/// Herald sees what was said to it.
+pub fn without_bot_address(text: &str, username: &str) -> String {
+    let handle = format!("@{username}");
+    let trimmed = text.trim_start();
+    if let Some(head) = trimmed.get(..handle.len())
+        && head.eq_ignore_ascii_case(&handle)
+    {
+        let rest = &trimmed[handle.len()..];
+        if rest.is_empty() || rest.starts_with(|c: char| c.is_whitespace() || matches!(c, ',' | ':')) {
+            return rest.trim_start_matches([',', ':']).trim_start().to_owned();
+        }
+    }
+    if trimmed.starts_with('/') {
+        let (first, rest) = trimmed.split_once(char::is_whitespace).unwrap_or((trimmed, ""));
+        if let Some((command, name)) = first.split_once('@')
+            && name.eq_ignore_ascii_case(username)
+        {
+            return if rest.is_empty() {
+                command.to_owned()
+            } else {
+                format!("{command} {rest}")
+            };
+        }
+    }
+    text.to_owned()
+}
+
+/// Files that came with the message, recorded but not downloaded.
+fn attachments(message: &Message) -> Vec<Attachment> {
+    let mut found = Vec::new();
+    if let Some(document) = message.document() {
+        found.push(Attachment {
+            name: document.file_name.clone().unwrap_or_else(|| "document".into()),
+            content_type: document
+                .mime_type
+                .as_ref()
+                .map_or_else(|| "application/octet-stream".into(), |m| m.to_string()),
+            size: u64::from(document.file.size),
+        });
+    }
+    if let Some(largest) = message
+        .photo()
+        .and_then(|sizes| sizes.iter().max_by_key(|p| p.width * p.height))
+    {
+        found.push(Attachment {
+            name: "photo.jpg".into(),
+            content_type: "image/jpeg".into(),
+            size: u64::from(largest.file.size),
+        });
+    }
+    found
+}
+
+#[cfg(test)]
+#[path = "payload_tests.rs"]
+mod tests;

@@ -1,0 +1,270 @@
+//! Updates as the Bot API sends them (shapes from core.telegram.org/bots/api
+//! and captured from real bots), and what Herald makes of each.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::telegram::config::ChatSelector;
+
+const BOT: u64 = 7_100_200_300;
+
+fn bot() -> BotIdentity {
+    BotIdentity {
+        id: BOT,
+        username: "herald_test_bot".into(),
+    }
+}
+
+fn ann() -> Value {
+    json!({"id": 1001, "is_bot": false, "first_name": "Ann", "last_name": "Lee", "username": "ann", "language_code": "en"})
+}
+
+fn herald() -> Value {
+    json!({"id": BOT, "is_bot": true, "first_name": "Herald", "username": "herald_test_bot"})
+}
+
+fn private_chat() -> Value {
+    json!({"id": 1001, "first_name": "Ann", "last_name": "Lee", "username": "ann", "type": "private"})
+}
+
+fn group() -> Value {
+    json!({"id": -4001, "title": "Friends", "type": "group"})
+}
+
+fn forum() -> Value {
+    json!({"id": -1001500000001_i64, "title": "Herald Lab", "type": "supergroup", "is_forum": true})
+}
+
+/// Parsed from text, as the Bot API's answers are: teloxide's `Update`
+/// does not deserialize from a `serde_json::Value`.
+fn parse_update(update: Value) -> Update {
+    serde_json::from_str(&update.to_string()).expect("a Bot API update")
+}
+
+fn update(kind: &str, message: Value) -> Update {
+    parse_update(json!({"update_id": 700000001, kind: message}))
+}
+
+fn message(chat: Value, from: Value, text: &str) -> Value {
+    json!({"message_id": 42, "from": from, "chat": chat, "date": 1_735_689_600, "text": text})
+}
+
+fn rules() -> PayloadRules {
+    PayloadRules::default()
+}
+
+fn accepted(update: &Update, rules: &PayloadRules) -> InboundMessage {
+    match classify(update, &bot(), rules) {
+        Classified::Message(message) => *message,
+        Classified::Ignored(reason) => panic!("ignored: {reason}"),
+    }
+}
+
+#[test]
+fn a_private_message_is_a_direct_conversation() {
+    let inbound = accepted(&update("message", message(private_chat(), ann(), "hello")), &rules());
+    assert_eq!(inbound.conversation.id.as_str(), "telegram:1001");
+    assert_eq!(inbound.conversation.kind, ConversationKind::Direct);
+    assert_eq!(inbound.conversation.chat, "1001");
+    assert_eq!(inbound.conversation.thread, None);
+    assert_eq!(inbound.sender.id.as_str(), "telegram:1001");
+    assert_eq!(inbound.sender.display_name, "Ann Lee");
+    assert_eq!(inbound.text, "hello");
+    assert_eq!(inbound.platform_message_id, "1001:42");
+    assert_eq!(inbound.dedup_key(), "telegram:1001:42");
+    assert_eq!(inbound.received_at.timestamp(), 1_735_689_600);
+    assert!(inbound.mentions_bot, "a DM is always addressed to the bot");
+}
+
+#[test]
+fn group_messages_are_addressed_by_mention_reply_command_or_configuration() {
+    let mention = json!([{"offset": 0, "length": 16, "type": "mention"}]);
+    let other_mention = json!([{"offset": 0, "length": 6, "type": "mention"}]);
+    let text_mention = json!([{"offset": 0, "length": 6, "type": "text_mention", "user": herald()}]);
+    let command = json!([{"offset": 0, "length": 21, "type": "bot_command"}]);
+    let mut reply_to_bot = message(group(), ann(), "and then?");
+    reply_to_bot["reply_to_message"] =
+        json!({"message_id": 40, "from": herald(), "chat": group(), "date": 1_735_689_500, "text": "Earlier answer"});
+    let mut reply_to_ann = message(group(), ann(), "and then?");
+    reply_to_ann["reply_to_message"] =
+        json!({"message_id": 40, "from": ann(), "chat": group(), "date": 1_735_689_500, "text": "mine"});
+    let with = |text: &str, entities: &Value| {
+        let mut m = message(group(), ann(), text);
+        m["entities"] = entities.clone();
+        m
+    };
+    let listed = PayloadRules {
+        respond_in: vec![ChatSelector {
+            chat: "-4001".into(),
+            thread: None,
+        }],
+        handle_edits: false,
+    };
+    for (message, rules, addressed, text) in [
+        (
+            message(group(), ann(), "just chatting"),
+            rules(),
+            false,
+            "just chatting",
+        ),
+        (
+            with("@herald_test_bot what time is it", &mention),
+            rules(),
+            true,
+            "what time is it",
+        ),
+        (with("@HERALD_TEST_BOT, hi", &mention), rules(), true, "hi"),
+        (with("@other hi", &other_mention), rules(), false, "@other hi"),
+        (with("Herald help me", &text_mention), rules(), true, "Herald help me"),
+        (with("/help@herald_test_bot", &command), rules(), true, "/help"),
+        (reply_to_bot, rules(), true, "and then?"),
+        (reply_to_ann, rules(), false, "and then?"),
+        (message(group(), ann(), "anything"), listed, true, "anything"),
+    ] {
+        let inbound = accepted(&update("message", message.clone()), &rules);
+        assert_eq!(inbound.conversation.kind, ConversationKind::Group);
+        assert_eq!(inbound.mentions_bot, addressed, "{message}");
+        assert_eq!(inbound.text, text);
+    }
+}
+
+#[test]
+fn a_forum_topic_keeps_its_thread_and_its_root_is_not_a_reply() {
+    let mut in_topic = message(forum(), ann(), "@herald_test_bot in the topic");
+    in_topic["message_thread_id"] = json!(6);
+    in_topic["is_topic_message"] = json!(true);
+    in_topic["entities"] = json!([{"offset": 0, "length": 16, "type": "mention"}]);
+    // Telegram sets the topic's creation message as reply_to_message; here
+    // the bot created the topic, which must not count as a reply to it.
+    in_topic["reply_to_message"] = json!({
+        "message_id": 6, "message_thread_id": 6, "from": herald(), "chat": forum(), "date": 1_735_689_000,
+        "forum_topic_created": {"name": "Bots", "icon_color": 7322096}, "is_topic_message": true
+    });
+    let inbound = accepted(&update("message", in_topic.clone()), &rules());
+    assert_eq!(inbound.conversation.id.as_str(), "telegram:-1001500000001/6");
+    assert_eq!(inbound.conversation.thread.as_deref(), Some("6"));
+    assert_eq!(inbound.reply_to, None);
+    assert!(inbound.mentions_bot);
+
+    in_topic["text"] = json!("no mention here");
+    in_topic.as_object_mut().unwrap().remove("entities");
+    let unaddressed = accepted(&update("message", in_topic), &rules());
+    assert!(
+        !unaddressed.mentions_bot,
+        "the topic root written by the bot is not a reply to the bot"
+    );
+
+    // A supergroup reply thread outside a forum is not a topic.
+    let mut reply_thread = message(json!({"id": -1009, "title": "S", "type": "supergroup"}), ann(), "hm");
+    reply_thread["message_thread_id"] = json!(30);
+    let inbound = accepted(&update("message", reply_thread), &rules());
+    assert_eq!(inbound.conversation.id.as_str(), "telegram:-1009");
+    assert_eq!(inbound.conversation.thread, None);
+}
+
+#[test]
+fn what_is_not_a_persons_message_is_ignored() {
+    let other_bot = json!({"id": 600, "is_bot": true, "first_name": "Other", "username": "other_bot"});
+    let telegram = json!({"id": 777000, "is_bot": false, "first_name": "Telegram"});
+    let join = json!({
+        "message_id": 43, "from": ann(), "chat": group(), "date": 1_735_689_600,
+        "new_chat_participant": ann(), "new_chat_member": ann(), "new_chat_members": [ann()]
+    });
+    let channel = json!({"id": -1007, "title": "News", "type": "channel"});
+    let sticker = json!({
+        "message_id": 44, "from": ann(), "chat": private_chat(), "date": 1_735_689_600,
+        "sticker": {"file_id": "CAAC", "file_unique_id": "AgAD", "type": "regular", "width": 512, "height": 512,
+                    "is_animated": false, "is_video": false, "file_size": 100}
+    });
+    let mut edited = message(private_chat(), ann(), "fixed typo");
+    edited["edit_date"] = json!(1_735_689_700);
+    for (update, reason) in [
+        (
+            update("message", message(group(), herald(), "@herald_test_bot me")),
+            "the bot's own message",
+        ),
+        (
+            update("message", message(group(), other_bot, "@herald_test_bot hi")),
+            "another bot's message",
+        ),
+        (
+            update("message", message(group(), telegram, "forwarded")),
+            "a message from Telegram's service account",
+        ),
+        (update("message", join), "a service message"),
+        (update("message", sticker), "no text"),
+        (update("edited_message", edited), "an edit"),
+        (
+            update("channel_post", message(channel, ann(), "post")),
+            "a channel post",
+        ),
+        (
+            parse_update(json!({"update_id": 9, "my_chat_member": {
+                "chat": group(), "from": ann(), "date": 1_735_689_600,
+                "old_chat_member": {"user": herald(), "status": "left"},
+                "new_chat_member": {"user": herald(), "status": "member"}}})),
+            "not a message",
+        ),
+    ] {
+        assert_eq!(classify(&update, &bot(), &rules()), Classified::Ignored(reason));
+    }
+}
+
+#[test]
+fn edits_become_new_messages_when_configured() {
+    let mut edited = message(private_chat(), ann(), "fixed typo");
+    edited["edit_date"] = json!(1_735_689_700);
+    let rules = PayloadRules {
+        handle_edits: true,
+        ..PayloadRules::default()
+    };
+    let inbound = accepted(&update("edited_message", edited), &rules);
+    assert_eq!(inbound.platform_message_id, "1001:42:edit:1735689700");
+    assert_eq!(inbound.text, "fixed typo");
+    assert_eq!(inbound.received_at.timestamp(), 1_735_689_700);
+}
+
+#[test]
+fn anonymous_admins_speak_as_their_group_and_captions_count_as_text() {
+    let anonymous = json!({"id": 1087968824, "is_bot": true, "first_name": "Group", "username": "GroupAnonymousBot"});
+    let mut by_admin = message(group(), anonymous, "@herald_test_bot status");
+    by_admin["sender_chat"] = group();
+    by_admin["entities"] = json!([{"offset": 0, "length": 16, "type": "mention"}]);
+    let inbound = accepted(&update("message", by_admin), &rules());
+    assert_eq!(inbound.sender.id.as_str(), "telegram:-4001");
+    assert_eq!(inbound.sender.display_name, "Friends");
+
+    let document = json!({
+        "message_id": 45, "from": ann(), "chat": private_chat(), "date": 1_735_689_600,
+        "document": {"file_name": "report.pdf", "mime_type": "application/pdf", "file_id": "BQAC",
+                     "file_unique_id": "AgAD", "file_size": 12345},
+        "caption": "summarise this"
+    });
+    let inbound = accepted(&update("message", document), &rules());
+    assert_eq!(inbound.text, "summarise this");
+    assert_eq!(
+        inbound.attachments,
+        [Attachment {
+            name: "report.pdf".into(),
+            content_type: "application/pdf".into(),
+            size: 12345
+        }]
+    );
+}
+
+#[test]
+fn the_bot_address_is_dropped_from_what_herald_reads() {
+    for (text, expected) in [
+        ("@herald_test_bot hello", "hello"),
+        ("@herald_test_bot: hello", "hello"),
+        ("@herald_test_bot", ""),
+        ("@herald_test_botty hello", "@herald_test_botty hello"),
+        ("hello @herald_test_bot", "hello @herald_test_bot"),
+        ("/start@herald_test_bot", "/start"),
+        ("/pair@Herald_Test_Bot approve ABC", "/pair approve ABC"),
+        ("/help@other_bot", "/help@other_bot"),
+        ("/help", "/help"),
+    ] {
+        assert_eq!(without_bot_address(text, "herald_test_bot"), expected, "{text}");
+    }
+}

@@ -1,0 +1,124 @@
+//! Reply -> Bot API request bodies. Pure: the chunker has already cut the
+//! text to Telegram's limit; this puts a chunk in the right chat and topic,
+//! replying to the message that asked.
+
+use herald_core::{ChannelError, ConversationRef};
+use teloxide::payloads::{SendChatAction, SendMessage};
+use teloxide::types::{ChatAction, ChatId, MessageId, ReplyParameters, ThreadId};
+
+fn chat_id(conversation: &ConversationRef) -> Result<ChatId, ChannelError> {
+    conversation
+        .chat
+        .parse()
+        .map(ChatId)
+        .map_err(|_| ChannelError::Fatal(format!("`{}` is not a Telegram chat id", conversation.chat)))
+}
+
+fn thread_id(conversation: &ConversationRef) -> Result<Option<ThreadId>, ChannelError> {
+    conversation
+        .thread
+        .as_deref()
+        .map(|thread| {
+            thread
+                .parse()
+                .map(|id| ThreadId(MessageId(id)))
+                .map_err(|_| ChannelError::Fatal(format!("`{thread}` is not a Telegram topic id")))
+        })
+        .transpose()
+}
+
+/// The message id in Herald's `<chat_id>:<message_id>[:edit:<date>]`, or a bare id.
+pub fn message_id(platform_id: &str) -> Option<MessageId> {
+    let mut parts = platform_id.split(':');
+    let first = parts.next()?;
+    let id = parts.next().unwrap_or(first);
+    id.parse().ok().map(MessageId)
+}
+
+/// `sendMessage` for one chunk. Plain text, no `parse_mode`: a model's
+/// Markdown would otherwise be refused whenever it is not valid MarkdownV2.
+pub fn send_message(
+    conversation: &ConversationRef,
+    text: &str,
+    reply_to: Option<&str>,
+) -> Result<SendMessage, ChannelError> {
+    let mut payload = SendMessage::new(chat_id(conversation)?, text);
+    payload.message_thread_id = thread_id(conversation)?;
+    // If the message was deleted meanwhile, the answer still arrives.
+    payload.reply_parameters = reply_to
+        .and_then(message_id)
+        .map(|id| ReplyParameters::new(id).allow_sending_without_reply());
+    Ok(payload)
+}
+
+/// `sendChatAction` "typing" in the conversation's chat and topic.
+pub fn typing(conversation: &ConversationRef) -> Result<SendChatAction, ChannelError> {
+    let mut payload = SendChatAction::new(chat_id(conversation)?, ChatAction::Typing);
+    payload.message_thread_id = thread_id(conversation)?;
+    Ok(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use herald_core::{ChannelName, ConversationId, ConversationKind};
+    use serde_json::json;
+
+    use super::*;
+
+    fn conversation(chat: &str, thread: Option<&str>) -> ConversationRef {
+        ConversationRef {
+            id: ConversationId::new(format!("telegram:{chat}")),
+            channel: ChannelName::new("telegram"),
+            kind: ConversationKind::Group,
+            chat: chat.into(),
+            thread: thread.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn chunks_go_to_the_chat_and_topic_replying_to_the_asker() {
+        for (chat, thread, reply_to, expected) in [
+            ("1001", None, None, json!({"chat_id": 1001, "text": "hi"})),
+            (
+                "1001",
+                None,
+                Some("1001:42"),
+                json!({"chat_id": 1001, "text": "hi",
+                       "reply_parameters": {"message_id": 42, "allow_sending_without_reply": true}}),
+            ),
+            (
+                "-1001500000001",
+                Some("6"),
+                Some("-1001500000001:77:edit:1735689700"),
+                json!({"chat_id": -1001500000001_i64, "text": "hi", "message_thread_id": 6,
+                       "reply_parameters": {"message_id": 77, "allow_sending_without_reply": true}}),
+            ),
+        ] {
+            let payload = send_message(&conversation(chat, thread), "hi", reply_to).unwrap();
+            assert_eq!(serde_json::to_value(&payload).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn typing_goes_to_the_topic() {
+        let payload = typing(&conversation("-1001500000001", Some("6"))).unwrap();
+        assert_eq!(
+            serde_json::to_value(&payload).unwrap(),
+            json!({"chat_id": -1001500000001_i64, "action": "typing", "message_thread_id": 6})
+        );
+    }
+
+    #[test]
+    fn conversations_that_are_not_telegrams_are_refused() {
+        assert!(matches!(
+            send_message(&conversation("general", None), "hi", None),
+            Err(ChannelError::Fatal(_))
+        ));
+        assert!(matches!(
+            typing(&conversation("1", Some("x"))),
+            Err(ChannelError::Fatal(_))
+        ));
+        assert_eq!(message_id("5"), Some(MessageId(5)));
+        assert_eq!(message_id("nope"), None);
+    }
+}

@@ -1,0 +1,303 @@
+//! The gateway with the real SQLite store: what is queued, what is refused,
+//! what is answered at the door, and pairing codes that survive a restart
+//! and expire.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::TimeZone;
+use herald_channels::access::{AccessConfig, UnknownSenders};
+use herald_channels::gateway::Gateway;
+use herald_core::{
+    ActorId, Admins, Admission, ChannelError, ChannelName, ChannelOutbound, ClaimFilter, ConversationId,
+    ConversationKind, ConversationRef, Enqueued, InboundMessage, InboundSink, ManualClock, Outbound, OutboundMessage,
+    Sender, SentMessage,
+};
+use herald_store::{QueueConfig, Storage, StorageConfig};
+
+/// Captures what the gateway says itself (pairing codes, greetings).
+#[derive(Default)]
+struct Said(Mutex<Vec<OutboundMessage>>);
+
+impl Said {
+    fn texts(&self) -> Vec<String> {
+        self.0.lock().unwrap().iter().map(|m| m.text.clone()).collect()
+    }
+}
+
+#[async_trait]
+impl ChannelOutbound for Said {
+    fn channel(&self) -> ChannelName {
+        ChannelName::new("telegram")
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
+        self.0.lock().unwrap().push(message.clone());
+        Ok(SentMessage {
+            platform_message_ids: vec!["1".into()],
+        })
+    }
+}
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    url: String,
+    storage: Storage,
+    said: Arc<Said>,
+    clock: Arc<ManualClock>,
+}
+
+const ADMIN: &str = "telegram:1";
+
+impl Harness {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("herald.db").display());
+        let clock = Arc::new(ManualClock::new(
+            chrono::Utc.with_ymd_and_hms(2026, 1, 1, 9, 0, 0).unwrap(),
+        ));
+        let storage = open(&url, clock.clone()).await;
+        Self {
+            _dir: dir,
+            url,
+            storage,
+            said: Arc::default(),
+            clock,
+        }
+    }
+
+    fn gateway(&self, unknown: UnknownSenders) -> Gateway {
+        Gateway {
+            queue: self.storage.queue(),
+            store: self.storage.conversations(),
+            outbound: Outbound::new().with(self.said.clone()),
+            admins: Admins::new([ActorId::new(ADMIN)]),
+            access: AccessConfig {
+                unknown,
+                pairing_code_ttl: Duration::from_secs(600),
+            },
+            clock: self.clock.clone(),
+        }
+    }
+
+    async fn queued(&self) -> u64 {
+        self.storage.queue().pending(&ClaimFilter::any()).await.unwrap()
+    }
+
+    /// The same database opened again, as after a restart.
+    async fn reopen(&mut self) {
+        self.storage.close().await;
+        self.storage = open(&self.url, self.clock.clone()).await;
+    }
+}
+
+async fn open(url: &str, clock: Arc<ManualClock>) -> Storage {
+    let storage = Storage::connect(
+        &StorageConfig {
+            url: url.into(),
+            ..StorageConfig::default()
+        },
+        &QueueConfig::default(),
+        clock,
+    )
+    .await
+    .unwrap();
+    storage.migrate().await.unwrap();
+    storage
+}
+
+fn message(user: u64, id: u32, text: &str, kind: ConversationKind, mentions_bot: bool) -> InboundMessage {
+    let chat = match kind {
+        ConversationKind::Direct => user.to_string(),
+        ConversationKind::Group => "-100".into(),
+    };
+    InboundMessage {
+        conversation: ConversationRef {
+            id: ConversationId::new(format!("telegram:{chat}")),
+            channel: ChannelName::new("telegram"),
+            kind,
+            chat: chat.clone(),
+            thread: None,
+        },
+        sender: Sender {
+            id: ActorId::new(format!("telegram:{user}")),
+            display_name: format!("User {user}"),
+        },
+        text: text.into(),
+        platform_message_id: format!("{chat}:{id}"),
+        reply_to: None,
+        mentions_bot,
+        received_at: chrono::Utc::now(),
+        attachments: Vec::new(),
+    }
+}
+
+fn dm(user: u64, id: u32, text: &str) -> InboundMessage {
+    message(user, id, text, ConversationKind::Direct, true)
+}
+
+#[tokio::test]
+async fn addressed_messages_are_queued_once_and_unaddressed_group_chatter_is_not() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Allow);
+    let chatter = message(5, 1, "lunch?", ConversationKind::Group, false);
+    assert_eq!(gateway.accept(chatter).await.unwrap(), Admission::Ignored);
+    assert_eq!(harness.queued().await, 0);
+
+    let addressed = message(5, 2, "@herald lunch?", ConversationKind::Group, true);
+    let Admission::Queued(Enqueued::New(task)) = gateway.accept(addressed.clone()).await.unwrap() else {
+        panic!("an addressed group message is queued")
+    };
+    assert_eq!(
+        gateway.accept(addressed).await.unwrap(),
+        Admission::Queued(Enqueued::Duplicate(task)),
+        "a redelivered event is recognised by its dedup key"
+    );
+    assert_eq!(harness.queued().await, 1);
+    assert!(harness.said.texts().is_empty());
+}
+
+#[tokio::test]
+async fn denied_senders_queue_nothing_and_hear_nothing() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Deny);
+    assert!(matches!(
+        gateway.accept(dm(7, 1, "hi")).await.unwrap(),
+        Admission::Denied { .. }
+    ));
+    assert!(
+        matches!(gateway.accept(dm(1, 2, "hi")).await.unwrap(), Admission::Queued(_)),
+        "admins always pass"
+    );
+    assert_eq!(harness.queued().await, 1);
+    assert!(harness.said.texts().is_empty());
+}
+
+#[tokio::test]
+async fn pairing_gives_a_code_an_admin_approves_and_the_approval_survives_a_restart() {
+    let mut harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Pair);
+    assert!(matches!(
+        gateway.accept(dm(7, 1, "hello?")).await.unwrap(),
+        Admission::Denied { .. }
+    ));
+    assert!(matches!(
+        gateway.accept(dm(7, 2, "anyone?")).await.unwrap(),
+        Admission::Denied { .. }
+    ));
+    assert_eq!(harness.queued().await, 0, "an unknown sender costs no model call");
+    let said = harness.said.texts();
+    assert_eq!(said.len(), 2);
+    let code = said[0].rsplit(' ').next().unwrap().to_owned();
+    assert_eq!(code.len(), 6);
+    assert_eq!(said[0], said[1], "the same sender gets the same code while it is valid");
+
+    // Only an admin approves.
+    gateway
+        .accept(dm(8, 1, &format!("/pair approve {code}")))
+        .await
+        .unwrap();
+    assert_eq!(
+        harness.said.texts().last().unwrap(),
+        "Only an admin can approve pairing codes."
+    );
+    gateway.accept(dm(1, 1, "/pair list")).await.unwrap();
+    assert!(
+        harness
+            .said
+            .texts()
+            .last()
+            .unwrap()
+            .contains(&format!("{code}: User 7 (telegram:7)"))
+    );
+    gateway
+        .accept(dm(1, 2, &format!("/pair approve {}", code.to_lowercase())))
+        .await
+        .unwrap();
+    assert_eq!(harness.said.texts().last().unwrap(), "Approved User 7 (telegram:7).");
+    assert_eq!(harness.queued().await, 0, "pairing commands are not turns");
+
+    harness.reopen().await;
+    let gateway = harness.gateway(UnknownSenders::Pair);
+    assert!(matches!(
+        gateway.accept(dm(7, 3, "now?")).await.unwrap(),
+        Admission::Queued(_)
+    ));
+    assert_eq!(harness.queued().await, 1);
+    gateway
+        .accept(dm(1, 3, &format!("/pair approve {code}")))
+        .await
+        .unwrap();
+    assert!(
+        harness
+            .said
+            .texts()
+            .last()
+            .unwrap()
+            .starts_with("No pending pairing code"),
+        "codes are one-time"
+    );
+}
+
+#[tokio::test]
+async fn pairing_codes_expire() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Pair);
+    gateway.accept(dm(7, 1, "hello?")).await.unwrap();
+    let first = harness.said.texts()[0].rsplit(' ').next().unwrap().to_owned();
+    harness.clock.advance(Duration::from_secs(601));
+    gateway
+        .accept(dm(1, 1, &format!("/pair approve {first}")))
+        .await
+        .unwrap();
+    assert!(
+        harness
+            .said
+            .texts()
+            .last()
+            .unwrap()
+            .starts_with("No pending pairing code")
+    );
+    gateway.accept(dm(7, 2, "still here")).await.unwrap();
+    let second = harness
+        .said
+        .texts()
+        .last()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_ne!(first, second, "an expired code is replaced");
+    assert!(matches!(
+        gateway.accept(dm(7, 3, "and?")).await.unwrap(),
+        Admission::Denied { .. }
+    ));
+}
+
+#[tokio::test]
+async fn start_and_help_are_answered_at_the_door_after_access_control() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Pair);
+    for (n, text) in ["/start", "/help", "/start deep-link-payload"].into_iter().enumerate() {
+        assert_eq!(gateway.accept(dm(1, n as u32, text)).await.unwrap(), Admission::Ignored);
+    }
+    assert_eq!(harness.queued().await, 0, "no model call for a greeting");
+    let said = harness.said.texts();
+    assert_eq!(said.len(), 3);
+    assert!(
+        said.iter()
+            .all(|t| t.starts_with("Hello, I'm Herald.") && t.contains("/pair approve"))
+    );
+
+    // A stranger's /start is a first contact like any other: a pairing code.
+    gateway.accept(dm(9, 1, "/start")).await.unwrap();
+    assert!(harness.said.texts().last().unwrap().contains("/pair approve "));
+    assert!(!harness.said.texts().last().unwrap().starts_with("Hello"));
+    // "/helpme" is not /help.
+    assert!(matches!(
+        gateway.accept(dm(1, 9, "/helpme")).await.unwrap(),
+        Admission::Queued(_)
+    ));
+}
