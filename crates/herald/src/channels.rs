@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use herald_channels::config::ChannelsConfig;
 use herald_channels::gateway::Gateway;
-use herald_core::{Admins, ChannelIngress, InboundSink, Outbound};
+use herald_core::{Admins, ChannelIngress, ConversationStore, InboundSink, Outbound};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, info, info_span};
@@ -20,14 +20,21 @@ pub struct Channels {
     pub ingress: Vec<Arc<dyn ChannelIngress>>,
 }
 
-/// The adapters `config` asks for, not yet connected.
-pub fn build(config: &ChannelsConfig) -> Result<Channels> {
+/// The adapters `config` asks for, not yet connected. `store` is where
+/// adapters keep their progress (Telegram's update offset); `None` when only
+/// probing (`herald doctor`).
+pub fn build(config: &ChannelsConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Channels> {
     let mut outbound = Outbound::new();
     let mut ingress: Vec<Arc<dyn ChannelIngress>> = Vec::new();
     if let Some(discord) = &config.discord {
         let (delivery, receiver) = herald_channels::discord::build(discord).context("channels.discord")?;
         outbound = outbound.with(Arc::new(delivery));
         ingress.push(Arc::new(receiver));
+    }
+    if let Some(telegram) = &config.telegram {
+        let built = herald_channels::telegram::build(telegram, store.clone()).context("channels.telegram")?;
+        outbound = outbound.with(built.outbound);
+        ingress.push(built.ingress);
     }
     Ok(Channels { outbound, ingress })
 }

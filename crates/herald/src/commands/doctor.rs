@@ -57,8 +57,8 @@ pub async fn doctor(config_path: &Path) -> Result<ExitCode> {
         Err(err) => report(false, "model", format!("llm.base_url = {}: {err}", config.llm.base_url)),
     }
     // Each configured platform checks its credentials and reachability
-    // (Discord: GET /users/@me and GET /gateway).
-    match crate::channels::build(&config.channels) {
+    // (Discord: GET /users/@me and GET /gateway; Telegram: getMe).
+    match crate::channels::build(&config.channels, None) {
         Ok(channels) => {
             for ingress in &channels.ingress {
                 let item = format!("channel {}", ingress.channel());

@@ -17,7 +17,7 @@ use crate::{channels, shutdown};
 pub async fn run(app: App) -> Result<ExitCode> {
     app.check_model().await?;
     let signal = shutdown::on_signal();
-    let built = channels::build(&app.config.channels)?;
+    let built = channels::build(&app.config.channels, Some(app.storage.conversations()))?;
     let names: Vec<_> = built.outbound.names().cloned().collect();
     if names.is_empty() {
         warn!("no platform channels are configured; only `herald chat` can talk to this Herald");

@@ -1,0 +1,91 @@
+//! Telegram end to end: the conformance suite against the fake Bot API, and
+//! what only Telegram has (updates kept for a bot that is down, forum
+//! topics, `/start`).
+
+#[macro_use]
+mod conformance;
+
+use std::time::Duration;
+
+use conformance::{REPLY, Setup};
+use herald_testkit::FakePlatform;
+use herald_testkit::telegram::FakeTelegram;
+
+conformance_suite!(telegram, FakeTelegram::start);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_sent_while_herald_is_down_are_answered_after_it_starts() {
+    let setup = Setup::new(FakeTelegram::start().await).await;
+    let mut herald = setup.start().await;
+    let admin = setup.platform.admin();
+    setup.platform.send_dm(&admin, "before").await;
+    setup.sent(1, REPLY, &herald).await;
+    // Killed once the receipt is stored: a kill between the send and the
+    // receipt would send that reply again (Telegram has no idempotency key).
+    herald.wait_for_log("delivered", 1, REPLY).await;
+    herald.kill().await;
+
+    // Telegram keeps unconfirmed updates for a day; the stored offset says
+    // where this bot stopped.
+    for text in ["while down 1", "while down 2"] {
+        setup.platform.send_dm(&admin, text).await;
+    }
+    let herald = setup.start().await;
+    let sent = setup.sent(3, REPLY, &herald).await;
+    let texts: Vec<&str> = sent.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["echo: before", "echo: while down 1", "echo: while down 2"]);
+    assert!(
+        setup.platform.deliveries().values().all(|n| *n == 1),
+        "each update was fetched once: {:?}",
+        setup.platform.deliveries()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_is_answered_without_the_model_and_typing_shows_in_the_topic() {
+    let setup = Setup::new(FakeTelegram::start().await).await;
+    let herald = setup.start().await;
+    let admin = setup.platform.admin();
+    setup.platform.send_dm(&admin, "/start").await;
+    let sent = setup.sent(1, REPLY, &herald).await;
+    assert!(sent[0].text.starts_with("Hello, I'm Herald."), "{}", sent[0].text);
+    assert!(setup.model.requests().is_empty(), "/start costs no model call");
+
+    let group = setup.platform.group();
+    let asked = setup.platform.send_group(&admin, &group, "in the topic", true).await;
+    let sent = setup.sent(2, REPLY, &herald).await;
+    assert_eq!(
+        sent[1].text, "echo: in the topic",
+        "the @mention is not part of what Herald read"
+    );
+    assert_eq!(sent[1].thread, group.thread);
+    assert_eq!(sent[1].reply_to.as_deref(), Some(asked.as_str()));
+    let typing = setup.platform.chat_actions();
+    assert!(
+        typing
+            .iter()
+            .any(|a| a.chat == group.chat && a.thread == group.thread && a.action == "typing"),
+        "{typing:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_to_the_bot_in_a_plain_group_is_answered_there() {
+    let setup = Setup::new(FakeTelegram::start().await).await;
+    let herald = setup.start().await;
+    let admin = setup.platform.admin();
+    let plain = setup.platform.plain_group();
+    setup
+        .platform
+        .send_group(&admin, &plain, "first, addressed", true)
+        .await;
+    setup.sent(1, REPLY, &herald).await;
+    let bot_message = setup.platform.sent_json()[0]["message_id"].as_i64().unwrap() as i32;
+    setup
+        .platform
+        .send_group_reply(&admin, &plain, "a reply without a mention", bot_message);
+    let sent = setup.sent(2, Duration::from_secs(30), &herald).await;
+    assert_eq!(sent[1].text, "echo: a reply without a mention");
+    assert_eq!(sent[1].chat, plain.chat);
+    assert_eq!(sent[1].thread, None);
+}
