@@ -89,3 +89,34 @@ async fn a_reply_to_the_bot_in_a_plain_group_is_answered_there() {
     assert_eq!(sent[1].chat, plain.chat);
     assert_eq!(sent[1].thread, None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_the_token_with_get_me_and_never_prints_it() {
+    let doctor = |config: std::path::PathBuf| async move {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+            .arg("--config")
+            .arg(config)
+            .arg("doctor")
+            .env_remove("RUST_LOG")
+            .output()
+            .await
+            .expect("herald doctor runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let setup = Setup::new(FakeTelegram::start().await).await;
+    let report = doctor(setup.config.clone()).await;
+    assert!(
+        report.contains("ok   channel telegram: @herald_test_bot (id 7100200300)"),
+        "{report}"
+    );
+
+    let token = setup.platform.token();
+    let wrong = std::fs::read_to_string(&setup.config)
+        .unwrap()
+        .replace(&token, "7100200300:AAE-wrong-secret");
+    let path = setup.dir.path().join("wrong.yaml");
+    std::fs::write(&path, wrong).unwrap();
+    let report = doctor(path).await;
+    assert!(report.contains("FAIL channel telegram"), "{report}");
+    assert!(!report.contains("wrong-secret"), "{report}");
+}
