@@ -157,6 +157,29 @@ async fn polled_messages_are_accepted_then_confirmed_and_a_restart_resumes() {
 }
 
 #[tokio::test]
+async fn a_webhook_set_behind_herald_s_back_is_removed_and_polling_goes_on() {
+    let fake = FakeTelegram::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sink = RecordingSink::new(0);
+    let yaml = fake.channel_yaml().replace("poll_timeout: 10s", "poll_timeout: 1s");
+    let channel = build(&yaml, store(&dir).await);
+    let (stop, handle) = run(&channel, sink.clone());
+    fake.send_dm(&fake.admin(), "one").await;
+    sink.wait_for(1).await;
+    // An unreachable webhook: nothing is pushed, and getUpdates gets 409.
+    fake.set_webhook("http://127.0.0.1:9/unreachable", None);
+    assert!(
+        fake.wait_until(Duration::from_secs(10), |f| f.webhook().is_none())
+            .await
+    );
+    fake.send_dm(&fake.admin(), "two").await;
+    sink.wait_for(2).await;
+    assert_eq!(sink.texts_and_all().0, ["one", "two"]);
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
 async fn an_update_the_store_refused_stays_unconfirmed_until_accepted() {
     let fake = FakeTelegram::start().await;
     let dir = tempfile::tempdir().unwrap();

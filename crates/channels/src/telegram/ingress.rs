@@ -198,6 +198,18 @@ impl TelegramIngress {
                     }
                     continue;
                 }
+                // Someone set a webhook since start; polling needs it gone.
+                Err(ChannelError::Fatal(reason)) if reason.contains("webhook is active") => {
+                    warn!("a webhook was set while polling; removing it");
+                    if let Err(err) = self.api.ensure_no_webhook().await {
+                        warn!(error = %err, "could not remove the webhook");
+                    }
+                    if !pause(delay, &shutdown).await {
+                        return Ok(());
+                    }
+                    delay = next_backoff(delay);
+                    continue;
+                }
                 Err(err) => {
                     warn!(error = %err, ?delay, "getUpdates failed; polling again after a pause");
                     if !pause(delay, &shutdown).await {

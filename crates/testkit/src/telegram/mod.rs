@@ -391,6 +391,15 @@ impl FakeTelegram {
         self.shared.lock().allowed_updates.clone()
     }
 
+    /// Sets a webhook as another client's `setWebhook` would.
+    pub fn set_webhook(&self, url: &str, secret: Option<&str>) {
+        self.shared.lock().webhook = Some(Webhook {
+            url: url.to_owned(),
+            secret: secret.map(str::to_owned),
+        });
+        self.shared.poke.send_modify(|n| *n += 1);
+    }
+
     pub fn webhook(&self) -> Option<Webhook> {
         self.shared.lock().webhook.clone()
     }
