@@ -490,11 +490,13 @@ impl State {
 
 /// When one more send would exceed `(count, per)`, how long until it would not.
 ///
-/// The window is nine tenths of `per`: a client that spaces its sends evenly
-/// at exactly the rate still sees some jitter on the way here, and the fake
-/// must not call that a violation.
+/// The window is four fifths of `per`: a client that spaces its sends evenly
+/// at exactly the rate still sees jitter on the way here (a busy machine can
+/// hold one request back a hundred milliseconds and not the next), and the
+/// fake must not call that a violation. A client with no limiter at all is
+/// still caught at once.
 fn over_rate(sends: &VecDeque<Instant>, (count, per): (u32, Duration), now: Instant) -> Option<Duration> {
-    let window = per.mul_f64(0.9);
+    let window = per.mul_f64(0.8);
     let inside: Vec<&Instant> = sends.iter().filter(|t| now.duration_since(**t) < window).collect();
     if inside.len() < count as usize {
         return None;
