@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use herald_agent::{Agent, TurnLimits};
-use herald_core::{Admins, ChatModel, Clock, NoTools, Outbound, SystemClock, Toolbox};
+use herald_core::{Admins, ChatModel, Clock, Outbound, SystemClock, Toolbox};
+use herald_schedule::{Scheduler, Schedules};
+use herald_skills::SkillToolbox;
 use herald_store::Storage;
 
 use crate::config::Config;
+use crate::schedules::{ScheduleCommands, ScheduleTask};
 
 pub struct App {
     pub config: Config,
@@ -66,25 +69,64 @@ impl App {
             .with_context(|| format!("the model at llm.base_url = {} is not usable", self.config.llm.base_url))
     }
 
-    pub fn toolbox(&self) -> Arc<dyn Toolbox> {
-        Arc::new(NoTools)
+    /// The skill registry for this process, sending through `outbound`.
+    pub async fn skills(&self, outbound: Outbound) -> Result<Arc<SkillToolbox>> {
+        let toolbox = SkillToolbox::builder(
+            self.config.skills.clone(),
+            self.storage.conversations(),
+            self.config.llm.context_chars,
+        )
+        .outbound(outbound)
+        .admins(Admins::new(self.config.admins.iter().cloned()))
+        .clock(self.clock.clone())
+        .skill(Arc::new(ScheduleTask::new(
+            self.schedules(),
+            self.storage.conversations(),
+        )))
+        .build()
+        .await
+        .context("loading skills")?;
+        Ok(Arc::new(toolbox))
     }
 
-    pub fn agent(&self, outbound: Outbound, toolbox: Arc<dyn Toolbox>) -> Arc<Agent> {
-        Arc::new(Agent::new(
+    /// Schedules in this process's database.
+    pub fn schedules(&self) -> Schedules {
+        Schedules::new(self.storage.schedules(), self.clock.clone())
+    }
+
+    /// The scheduler: due schedules and the heartbeat, into the queue.
+    pub fn scheduler(&self) -> Scheduler {
+        Scheduler::new(
+            self.storage.schedules(),
             self.storage.queue(),
             self.storage.conversations(),
-            outbound,
-            self.model.clone(),
-            toolbox,
+            self.clock.clone(),
             Admins::new(self.config.admins.iter().cloned()),
-            self.config.agent.clone(),
-            TurnLimits {
-                max_tool_iterations: self.config.llm.max_tool_iterations,
-                context_chars: self.config.llm.context_chars,
-            },
-            self.config.queue.lease,
-        ))
+            self.config.schedules.clone(),
+            self.config.heartbeat.clone(),
+        )
+    }
+
+    /// The agent with `toolbox`, which also answers `/schedule`.
+    pub fn agent(&self, outbound: Outbound, toolbox: Arc<dyn Toolbox>) -> Arc<Agent> {
+        let toolbox: Arc<dyn Toolbox> = Arc::new(ScheduleCommands::new(toolbox, self.schedules()));
+        Arc::new(
+            Agent::new(
+                self.storage.queue(),
+                self.storage.conversations(),
+                outbound,
+                self.model.clone(),
+                toolbox,
+                Admins::new(self.config.admins.iter().cloned()),
+                self.config.agent.clone(),
+                TurnLimits {
+                    max_tool_iterations: self.config.llm.max_tool_iterations,
+                    context_chars: self.config.llm.context_chars,
+                },
+                self.config.queue.lease,
+            )
+            .with_heartbeat_ack_max_chars(self.config.heartbeat.ack_max_chars),
+        )
     }
 }
 

@@ -6,6 +6,7 @@ mod channels;
 mod commands;
 mod config;
 mod logging;
+mod schedules;
 mod shutdown;
 
 use std::path::PathBuf;
@@ -44,6 +45,16 @@ enum Command {
     Migrate,
     /// Check configuration, storage, the model endpoint and every channel.
     Doctor,
+    /// List, inspect, validate, install, enable and disable skills.
+    Skills {
+        #[command(subcommand)]
+        command: commands::skills::SkillsCommand,
+    },
+    /// List, add and cancel scheduled tasks.
+    Schedule {
+        #[command(subcommand)]
+        command: commands::schedule::ScheduleCli,
+    },
     /// Show how the last prompt of a conversation was built.
     Explain {
         /// The conversation id, such as `local:owner` or `telegram:123456789`.

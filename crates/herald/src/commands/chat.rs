@@ -29,7 +29,8 @@ pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode
     let conversation = local::conversation(&user);
     let format = if json { ReplyFormat::Json } else { ReplyFormat::Plain };
     let outbound = Outbound::new().with(Arc::new(LocalOutbound::stdout(format)));
-    let agent = app.agent(outbound, app.toolbox());
+    let toolbox = app.skills(outbound.clone()).await?;
+    let agent = app.agent(outbound, toolbox);
     let mut finished = agent.subscribe();
     let filter = ClaimFilter::conversation(conversation.id.clone());
     // One conversation is served in order, so one worker is all it can use.

@@ -5,6 +5,8 @@ mod chat;
 mod doctor;
 mod explain;
 mod run;
+pub mod schedule;
+pub mod skills;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,6 +21,12 @@ use crate::logging;
 pub async fn dispatch(config_path: PathBuf, command: Command) -> Result<ExitCode> {
     if let Command::Doctor = command {
         return doctor::doctor(&config_path).await;
+    }
+    if let Command::Skills {
+        command: skills::SkillsCommand::Validate { paths },
+    } = &command
+    {
+        return Ok(skills::validate(paths));
     }
     let config = Config::load(&config_path)?;
     match command {
@@ -46,6 +54,16 @@ pub async fn dispatch(config_path: PathBuf, command: Command) -> Result<ExitCode
             logging::init(&config.log, Some("warn"));
             crate::app::install_crypto_provider();
             explain::explain(&config, &conversation).await
+        }
+        Command::Skills { command } => {
+            logging::init(&config.log, Some("warn"));
+            let app = App::open(config).await?;
+            skills::skills(app, command).await
+        }
+        Command::Schedule { command } => {
+            logging::init(&config.log, Some("warn"));
+            let app = App::open(config).await?;
+            schedule::schedule(app, command).await
         }
         Command::Doctor => unreachable!("handled above"),
     }

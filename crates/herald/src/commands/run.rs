@@ -26,8 +26,15 @@ pub async fn run(app: App) -> Result<ExitCode> {
     let stop_ingress = CancellationToken::new();
     let mut ingress = channels::spawn_ingress(&built.ingress, sink, stop_ingress.clone());
 
-    let agent = app.agent(built.outbound, app.toolbox());
+    let toolbox = app.skills(built.outbound.clone()).await?;
+    let agent = app.agent(built.outbound, toolbox);
     let pool = WorkerPool::start(agent, ClaimFilter::channels(names), app.config.agent.workers);
+    let stop_scheduler = CancellationToken::new();
+    let scheduler = {
+        let scheduler = app.scheduler();
+        let stop = stop_scheduler.clone();
+        tokio::spawn(async move { scheduler.run(stop).await })
+    };
     info!(
         backend = app.storage.backend(),
         workers = app.config.agent.workers,
@@ -36,7 +43,9 @@ pub async fn run(app: App) -> Result<ExitCode> {
 
     signal.cancelled().await;
     stop_ingress.cancel();
+    stop_scheduler.cancel();
     while ingress.join_next().await.is_some() {}
+    let _ = scheduler.await;
     pool.shutdown(app.config.agent.drain_timeout).await;
     app.storage.close().await;
     info!("stopped");

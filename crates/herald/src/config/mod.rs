@@ -12,6 +12,8 @@ use herald_channels::access::AccessConfig;
 use herald_channels::config::ChannelsConfig;
 use herald_core::ActorId;
 use herald_llm::LlmConfig;
+use herald_schedule::{HeartbeatConfig, ScheduleConfig};
+use herald_skills::SkillsConfig;
 use herald_store::{QueueConfig, StorageConfig};
 use serde::Deserialize;
 
@@ -30,9 +32,15 @@ pub struct Config {
     #[serde(default)]
     pub admins: Vec<ActorId>,
     #[serde(default)]
+    pub skills: SkillsConfig,
+    #[serde(default)]
     pub access: AccessConfig,
     #[serde(default)]
     pub channels: ChannelsConfig,
+    #[serde(default)]
+    pub heartbeat: HeartbeatConfig,
+    #[serde(default)]
+    pub schedules: ScheduleConfig,
     #[serde(default)]
     pub log: LogConfig,
 }
@@ -99,7 +107,15 @@ impl Config {
                 format!("cannot read config file: {err}")
             },
         })?;
-        Self::parse(path, &text, |name| std::env::var(name).ok())
+        let mut config = Self::parse(path, &text, |name| std::env::var(name).ok())?;
+        // Relative skill folders are relative to the config file, wherever
+        // Herald is started from.
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        config.skills = config.skills.resolved_against(base);
+        Ok(config)
     }
 
     pub fn parse(path: &Path, text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
@@ -120,8 +136,8 @@ impl Config {
             ConfigError {
                 file: path.to_owned(),
                 line,
+                message: strip_path(&strip_location(&inner.to_string()), &key),
                 key: Some(key).filter(|k| k != "."),
-                message: strip_location(&inner.to_string()),
             }
         })?;
         config.check().map_err(|(key, message)| ConfigError {
@@ -144,6 +160,20 @@ impl Config {
         if self.llm.context_chars < 1000 {
             return Err(("llm.context_chars", "must be at least 1000 characters".into()));
         }
+        if let Some(problem) = self.skills.problems().into_iter().next() {
+            return Err(("skills", problem));
+        }
+        if let Err((key, message)) = self.heartbeat.check() {
+            let key = match key {
+                "every" => "heartbeat.every",
+                "target" => "heartbeat.target",
+                _ => "heartbeat.active_hours",
+            };
+            return Err((key, message));
+        }
+        if self.schedules.tick < std::time::Duration::from_millis(100) {
+            return Err(("schedules.tick", "must be at least 100ms".into()));
+        }
         for admin in &self.admins {
             if !admin.as_str().contains(':') {
                 return Err((
@@ -162,6 +192,18 @@ fn strip_location(message: &str) -> String {
         Some(index) => message[..index].to_owned(),
         None => message.to_owned(),
     }
+}
+
+/// serde_yaml starts nested errors with the parent path (`llm: unknown
+/// field`); the key is reported separately.
+fn strip_path(message: &str, key: &str) -> String {
+    if let Some((prefix, rest)) = message.split_once(": ")
+        && !prefix.contains(' ')
+        && key.starts_with(prefix)
+    {
+        return rest.to_owned();
+    }
+    message.to_owned()
 }
 
 /// The line where a dotted key's last part is written, for checks done after
