@@ -146,13 +146,14 @@ pub async fn run_turn(
                 .entry((call.name.clone(), herald_core::json::canonical_text(&call.arguments)))
                 .or_default();
             *seen += 1;
-            if *seen > request.max_identical_calls {
+            let budget = toolbox.repeat_budget(&call.name, request.max_identical_calls);
+            if *seen > budget {
                 warn!(tool = %call.name, "loop guard refused a repeated identical tool call");
                 guard_tripped = true;
                 results[index] = Some(format!(
                     "error: `{}` was already called {} times with these arguments in this turn; \
                      use the earlier results and answer the user",
-                    call.name, request.max_identical_calls
+                    call.name, budget
                 ));
             } else {
                 ordinal += 1;

@@ -87,6 +87,12 @@ pub trait Toolbox: Send + Sync {
     fn parallel_safe(&self, _tool: &str) -> bool {
         false
     }
+
+    /// How often one identical call of `tool` may run in a turn before the
+    /// loop guard refuses it. Research tools (reading, looking up) get more.
+    fn repeat_budget(&self, _tool: &str, default: u32) -> u32 {
+        default
+    }
 }
 
 /// A toolbox with no tools: the agent is a plain chat model.

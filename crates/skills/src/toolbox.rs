@@ -414,7 +414,18 @@ impl Toolbox for SkillToolbox {
     fn parallel_safe(&self, tool: &str) -> bool {
         self.policy(tool).is_some_and(|p| p.parallel_safe)
     }
+
+    fn repeat_budget(&self, tool: &str, default: u32) -> u32 {
+        match self.policy(tool) {
+            Some(policy) if policy.research => default.saturating_mul(RESEARCH_REPEAT_FACTOR),
+            _ => default,
+        }
+    }
 }
+
+/// Research skills (reading files, looking things up) may repeat an identical
+/// call this many times as often as others before the loop guard stops them.
+const RESEARCH_REPEAT_FACTOR: u32 = 3;
 
 #[cfg(test)]
 mod tests;

@@ -718,6 +718,12 @@ async fn parallel_safety_and_research_come_from_the_policy() {
     assert!(!toolbox.parallel_safe("send_message"));
     assert!(!toolbox.parallel_safe("nope"));
     assert!(toolbox.policy("read_skill_file").unwrap().research);
+    assert_eq!(
+        toolbox.repeat_budget("read_skill_file", 2),
+        6,
+        "research skills get a larger repetition budget"
+    );
+    assert_eq!(toolbox.repeat_budget("send_message", 2), 2);
 }
 
 #[tokio::test]
