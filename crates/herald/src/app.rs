@@ -63,10 +63,11 @@ impl App {
 
     /// Fails with one line naming `llm.base_url` when the model cannot be reached.
     pub async fn check_model(&self) -> Result<()> {
+        // The probe's errors name llm.base_url and the URL already.
         herald_llm::probe(&self.config.llm)
             .await
             .map(|_| ())
-            .with_context(|| format!("the model at llm.base_url = {} is not usable", self.config.llm.base_url))
+            .map_err(anyhow::Error::from)
     }
 
     /// The skill registry for this process, sending through `outbound`.

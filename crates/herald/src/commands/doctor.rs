@@ -54,7 +54,7 @@ pub async fn doctor(config_path: &Path) -> Result<ExitCode> {
             "model",
             format!("{} at {}: {detail}", config.llm.model, config.llm.base_url),
         ),
-        Err(err) => report(false, "model", format!("llm.base_url = {}: {err}", config.llm.base_url)),
+        Err(err) => report(false, "model", err.to_string()),
     }
     // Each configured platform checks its credentials and reachability
     // (Discord: GET /users/@me and GET /gateway; Telegram: getMe).

@@ -37,16 +37,16 @@ pub fn render(conversation: &str, a: &PromptAccounting) -> String {
         "last prompt of {conversation}: {} of {} characters",
         a.total_chars, a.budget_chars
     );
-    let _ = writeln!(out, "  system prompt      {:>8}", a.system_prompt_chars);
+    let _ = writeln!(out, "  {:<36} {:>8}", "system prompt", a.system_prompt_chars);
     for (label, chars) in &a.sections {
-        let _ = writeln!(out, "  {:<18} {:>8}", label, chars);
+        let _ = writeln!(out, "  {:<36} {:>8}", label, chars);
     }
     let _ = writeln!(
         out,
-        "  history            {:>8}  ({} entries kept, {} dropped)",
-        a.history_chars, a.history_kept, a.history_dropped
+        "  {:<36} {:>8}  ({} entries kept, {} dropped)",
+        "history", a.history_chars, a.history_kept, a.history_dropped
     );
-    let _ = writeln!(out, "  current input      {:>8}", a.input_chars);
+    let _ = writeln!(out, "  {:<36} {:>8}", "current input", a.input_chars);
     if a.tools.is_empty() {
         let _ = writeln!(out, "  tools offered: none");
     } else {
