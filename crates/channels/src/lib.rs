@@ -11,6 +11,8 @@
 pub mod access;
 pub mod chunk;
 pub mod config;
+#[cfg(feature = "email")]
+pub mod email;
 pub mod gateway;
 pub mod local;
 pub mod outbound;

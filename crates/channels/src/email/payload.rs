@@ -1,0 +1,188 @@
+//! Raw RFC 5322 mail -> what Herald answers (pure).
+//!
+//! MIME is mail-parser's job; this module decides what of it reaches the
+//! model (text/plain, else the HTML as text, without quoted history and the
+//! signature), which thread the mail belongs to, and which mail is never
+//! answered because answering it could start a loop (auto-replies, lists,
+//! bounces, Herald's own mail).
+
+use herald_core::{
+    ActorId, Attachment, ChannelName, ConversationId, ConversationKind, ConversationRef, InboundMessage, Sender,
+    Timestamp,
+};
+use mail_parser::{HeaderValue, MessageParser, MimeHeaders};
+
+pub const CHANNEL: &str = "email";
+
+/// One mail worth answering, with what the reply needs to thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mail {
+    pub from: String,
+    pub display_name: String,
+    /// Without angle brackets; a made-up `<uidvalidity>.<uid>@imap` when absent.
+    pub message_id: String,
+    pub in_reply_to: Option<String>,
+    /// Oldest first, as written.
+    pub references: Vec<String>,
+    pub subject: String,
+    pub text: String,
+    pub attachments: Vec<Attachment>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Classified {
+    Mail(Box<Mail>),
+    Ignored(&'static str),
+}
+
+/// Parses one mail. `own` is Herald's address; `fallback_id` names a mail
+/// that has no Message-ID.
+pub fn classify(raw: &[u8], own: &str, fallback_id: &str) -> Classified {
+    let Some(message) = MessageParser::default().parse(raw) else {
+        return Classified::Ignored("not a mail");
+    };
+    let Some(from) = message.from().and_then(|a| a.first()) else {
+        return Classified::Ignored("no sender");
+    };
+    let Some(address) = from.address() else {
+        return Classified::Ignored("no sender");
+    };
+    let address = address.trim().to_ascii_lowercase();
+    if address == own.trim().to_ascii_lowercase() {
+        return Classified::Ignored("Herald's own mail");
+    }
+    let local = address.split('@').next().unwrap_or_default();
+    if ["mailer-daemon", "postmaster"].contains(&local) {
+        return Classified::Ignored("a bounce or server notice");
+    }
+    let header_text = |name: &str| message.header_raw(name).map(|v| v.trim().to_ascii_lowercase());
+    if header_text("Auto-Submitted").is_some_and(|v| !v.starts_with("no")) {
+        return Classified::Ignored("an automatic message (Auto-Submitted)");
+    }
+    if header_text("Precedence").is_some_and(|v| ["bulk", "list", "junk"].contains(&v.as_str())) {
+        return Classified::Ignored("bulk mail (Precedence)");
+    }
+    if message.header_raw("List-Id").is_some() || message.header_raw("List-Unsubscribe").is_some() {
+        return Classified::Ignored("a mailing-list message");
+    }
+    if header_text("X-Autoreply").is_some() || header_text("X-Autorespond").is_some() {
+        return Classified::Ignored("an automatic message (X-Autoreply)");
+    }
+    let body = message.body_text(0).map(|text| text.into_owned()).unwrap_or_default();
+    let attachments = message
+        .attachments()
+        .map(|part| Attachment {
+            name: part.attachment_name().unwrap_or("unnamed").to_owned(),
+            content_type: part
+                .content_type()
+                .map(|ct| match ct.subtype() {
+                    Some(sub) => format!("{}/{}", ct.ctype(), sub),
+                    None => ct.ctype().to_owned(),
+                })
+                .unwrap_or_else(|| "application/octet-stream".into()),
+            size: part.contents().len() as u64,
+        })
+        .collect();
+    Classified::Mail(Box::new(Mail {
+        display_name: from.name().map(str::to_owned).unwrap_or_else(|| address.clone()),
+        from: address,
+        message_id: message
+            .message_id()
+            .map(str::to_owned)
+            .unwrap_or_else(|| fallback_id.to_owned()),
+        in_reply_to: ids(message.in_reply_to()).pop(),
+        references: ids(message.references()),
+        subject: message.subject().unwrap_or_default().trim().to_owned(),
+        text: clean_body(&body),
+        attachments,
+    }))
+}
+
+fn ids(value: &HeaderValue<'_>) -> Vec<String> {
+    match value {
+        HeaderValue::Text(id) => vec![id.to_string()],
+        HeaderValue::TextList(ids) => ids.iter().map(|id| id.to_string()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The body without quoted history (`> ` lines and the `On … wrote:` line
+/// before them, Outlook's `-----Original Message-----`) and the signature
+/// (after `-- `).
+pub fn clean_body(body: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    for line in body.lines() {
+        let trimmed = line.trim_end_matches('\r');
+        if trimmed == "-- " || trimmed == "--" {
+            break;
+        }
+        let bare = trimmed.trim();
+        if bare.starts_with("-----Original Message-----")
+            || bare.starts_with("________________________________")
+            || (bare.starts_with("From:") && kept.last().is_some_and(|l| l.trim().is_empty()) && is_outlook_block(bare))
+        {
+            break;
+        }
+        if bare.starts_with('>') {
+            continue;
+        }
+        kept.push(trimmed);
+    }
+    // The attribution line right above quoted text: "On Mon, … Alice wrote:".
+    while let Some(last) = kept.last() {
+        let last = last.trim();
+        if last.is_empty() || (last.ends_with("wrote:") || last.ends_with("schrieb:") || last.ends_with("a écrit :")) {
+            kept.pop();
+        } else {
+            break;
+        }
+    }
+    let text = kept.join("\n");
+    text.trim().to_owned()
+}
+
+fn is_outlook_block(line: &str) -> bool {
+    line.contains('@')
+}
+
+/// The first mail of the thread: the conversation's name.
+pub fn thread_root(mail: &Mail) -> &str {
+    mail.references
+        .first()
+        .or(mail.in_reply_to.as_ref())
+        .map(String::as_str)
+        .unwrap_or(&mail.message_id)
+}
+
+/// The normalized message for a mail in the conversation named by `root`.
+pub fn to_inbound(mail: &Mail, root: &str, received_at: Timestamp) -> InboundMessage {
+    let channel = ChannelName::new(CHANNEL);
+    let mut text = mail.text.clone();
+    if !mail.subject.is_empty() && mail.in_reply_to.is_none() {
+        text = format!("Subject: {}\n\n{text}", mail.subject);
+    }
+    InboundMessage {
+        conversation: ConversationRef {
+            id: ConversationId::new(format!("{CHANNEL}:{}/{root}", mail.from)),
+            channel: channel.clone(),
+            kind: ConversationKind::Direct,
+            chat: mail.from.clone(),
+            thread: Some(root.to_owned()),
+        },
+        sender: Sender {
+            id: ActorId::on(&channel, &mail.from),
+            display_name: mail.display_name.clone(),
+        },
+        text,
+        platform_message_id: mail.message_id.clone(),
+        reply_to: mail.in_reply_to.clone(),
+        // A mail to Herald's address is always addressed to Herald.
+        mentions_bot: true,
+        received_at,
+        attachments: mail.attachments.clone(),
+    }
+}
+
+#[cfg(test)]
+#[path = "payload_tests.rs"]
+mod tests;
