@@ -6,6 +6,9 @@ use serde::Deserialize;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {
+    #[cfg(feature = "email")]
+    #[serde(default)]
+    pub email: Option<crate::email::EmailConfig>,
     #[cfg(feature = "telegram")]
     #[serde(default)]
     pub telegram: Option<crate::telegram::TelegramConfig>,
@@ -16,6 +19,10 @@ impl ChannelsConfig {
     pub fn configured(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut names = Vec::new();
+        #[cfg(feature = "email")]
+        if self.email.is_some() {
+            names.push(crate::email::CHANNEL);
+        }
         #[cfg(feature = "telegram")]
         if self.telegram.is_some() {
             names.push(crate::telegram::payload::CHANNEL);

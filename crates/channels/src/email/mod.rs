@@ -3,14 +3,54 @@
 //! - [`config`]: `channels.email` in herald.yaml.
 //! - [`payload`]: raw mail -> [`InboundMessage`](herald_core::InboundMessage) (pure).
 //! - [`render`]: reply -> a threaded mail (pure).
+//! - [`client`]: IMAP login (plain, TLS, STARTTLS) and the SMTP sender.
+//! - [`ingress`]: new mail by IDLE or polling, cursor kept in the store.
 //!
 //! A conversation is a mail thread: its id is the sender's address and the
 //! thread's first Message-ID, so a reply to Herald's answer (whose
 //! References start with that id) continues it. The Message-ID is the dedup
 //! key, so a mail read twice (a restart, a UIDVALIDITY change) is answered once.
 
+pub mod client;
 pub mod config;
+pub mod ingress;
 pub mod payload;
 pub mod render;
 
+use std::sync::Arc;
+
+use herald_core::{ChannelError, ConversationStore};
+
+pub use client::EmailSender;
 pub use config::{EmailConfig, Tls};
+pub use ingress::EmailIngress;
+pub use payload::CHANNEL;
+
+use crate::outbound::{Delivery, Rate, RateLimits};
+
+/// Both halves of the email channel, not yet connected.
+pub struct Email {
+    pub outbound: Arc<Delivery<EmailSender>>,
+    pub ingress: Arc<EmailIngress>,
+}
+
+/// Builds the channel from its configuration. `store` keeps the mailbox
+/// cursor and the thread map; without one (`herald doctor`) nothing is kept.
+pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Email, ChannelError> {
+    if let Err((key, message)) = config.check() {
+        return Err(ChannelError::Fatal(format!("{key}: {message}")));
+    }
+    let sender = Arc::new(EmailSender::new(&config.smtp, &config.from, store.clone())?);
+    // Mail servers count messages, not bytes: one mail a second at most.
+    let limits = RateLimits {
+        per_chat: None,
+        per_group: None,
+        per_bot: Some(Rate {
+            count: 1,
+            per: std::time::Duration::from_secs(1),
+        }),
+    };
+    let outbound = Arc::new(Delivery::new(sender.clone(), &limits));
+    let ingress = Arc::new(EmailIngress::new(config, store, sender));
+    Ok(Email { outbound, ingress })
+}

@@ -1,0 +1,239 @@
+//! The I/O of the email channel: IMAP connections (plain, implicit TLS or
+//! STARTTLS, with rustls) and the SMTP sender behind the shared
+//! [`Delivery`](crate::outbound::Delivery).
+//!
+//! Neither ever logs or returns a password.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use herald_core::{ChannelError, ChannelName, ConversationRef, ConversationStore};
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+use secrecy::ExposeSecret;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tracing::{debug, warn};
+
+use super::config::{ImapConfig, SmtpConfig, Tls};
+use super::payload::CHANNEL;
+use super::render::{self, Reply, Thread};
+use crate::chunk::Limit;
+use crate::outbound::PlatformSender;
+
+/// Where the channel keeps its cursor and thread map in the store's state.
+pub const STATE_SCOPE: &str = "email";
+
+/// How long connecting (TCP, TLS, greeting) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Any byte stream an IMAP session can run over.
+pub trait ImapIo: AsyncRead + AsyncWrite + Unpin + Send + Debug {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Debug> ImapIo for T {}
+
+pub type ImapSession = async_imap::Session<Box<dyn ImapIo>>;
+
+fn transient(what: &str) -> impl Fn(std::io::Error) -> ChannelError + '_ {
+    move |e| ChannelError::Transient(format!("{what}: {e}"))
+}
+
+fn tls_connector() -> Result<tokio_rustls::TlsConnector, ChannelError> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ChannelError::Fatal(format!("TLS setup: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
+async fn wrap_tls(host: &str, tcp: TcpStream) -> Result<Box<dyn ImapIo>, ChannelError> {
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|e| ChannelError::Fatal(format!("IMAP host `{host}`: {e}")))?;
+    let tls = tls_connector()?
+        .connect(name, tcp)
+        .await
+        .map_err(transient("IMAP TLS handshake"))?;
+    Ok(Box::new(tls))
+}
+
+/// `STARTTLS` on a fresh connection, before async-imap takes it over: the
+/// greeting, the command, its tagged answer.
+async fn starttls(host: &str, tcp: TcpStream) -> Result<Box<dyn ImapIo>, ChannelError> {
+    let mut stream = BufReader::new(tcp);
+    let mut line = String::new();
+    stream.read_line(&mut line).await.map_err(transient("IMAP greeting"))?;
+    stream
+        .get_mut()
+        .write_all(b"h1 STARTTLS\r\n")
+        .await
+        .map_err(transient("IMAP STARTTLS"))?;
+    loop {
+        line.clear();
+        if stream.read_line(&mut line).await.map_err(transient("IMAP STARTTLS"))? == 0 {
+            return Err(ChannelError::Transient(
+                "IMAP server closed the connection at STARTTLS".into(),
+            ));
+        }
+        if let Some(status) = line.strip_prefix("h1 ") {
+            if !status.to_ascii_uppercase().starts_with("OK") {
+                return Err(ChannelError::Fatal(format!(
+                    "IMAP server refused STARTTLS: {}",
+                    status.trim()
+                )));
+            }
+            break;
+        }
+    }
+    wrap_tls(host, stream.into_inner()).await
+}
+
+/// Connects, reads the greeting and logs in. A refused login is fatal.
+pub async fn imap_login(config: &ImapConfig) -> Result<ImapSession, ChannelError> {
+    let connect = async {
+        let tcp = TcpStream::connect((config.host.as_str(), config.port()))
+            .await
+            .map_err(transient("IMAP connect"))?;
+        let (stream, greeted): (Box<dyn ImapIo>, bool) = match config.tls {
+            Tls::None => (Box::new(tcp), false),
+            Tls::Implicit => (wrap_tls(&config.host, tcp).await?, false),
+            Tls::Starttls => (starttls(&config.host, tcp).await?, true),
+        };
+        let mut client = async_imap::Client::new(stream);
+        if !greeted {
+            client
+                .read_response()
+                .await
+                .map_err(transient("IMAP greeting"))?
+                .ok_or_else(|| ChannelError::Transient("IMAP server closed before its greeting".into()))?;
+        }
+        Ok::<_, ChannelError>(client)
+    };
+    let client = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+        .await
+        .map_err(|_| ChannelError::Transient(format!("IMAP {}:{} did not answer", config.host, config.port())))??;
+    client
+        .login(&config.username, config.password.expose_secret())
+        .await
+        .map_err(|(err, _)| match err {
+            async_imap::error::Error::No(reason) | async_imap::error::Error::Bad(reason) => {
+                ChannelError::Fatal(format!("IMAP login as {} refused: {reason}", config.username))
+            }
+            other => ChannelError::Transient(format!("IMAP login: {other}")),
+        })
+}
+
+pub fn imap_error(err: async_imap::error::Error) -> ChannelError {
+    ChannelError::Transient(format!("IMAP: {err}"))
+}
+
+/// Herald's outbound half for email, wrapped by [`crate::outbound::Delivery`].
+pub struct EmailSender {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: String,
+    /// Where the answered mail's subject and references are looked up, and
+    /// where each sent Message-ID is mapped to its thread.
+    store: Option<Arc<dyn ConversationStore>>,
+}
+
+impl EmailSender {
+    pub fn new(
+        config: &SmtpConfig,
+        from: &str,
+        store: Option<Arc<dyn ConversationStore>>,
+    ) -> Result<Self, ChannelError> {
+        type Smtp = AsyncSmtpTransport<Tokio1Executor>;
+        let refused = |e: lettre::transport::smtp::Error| ChannelError::Fatal(format!("SMTP {}: {e}", config.host));
+        let builder = match config.tls {
+            Tls::None => Smtp::builder_dangerous(&config.host),
+            Tls::Starttls => Smtp::starttls_relay(&config.host).map_err(refused)?,
+            Tls::Implicit => Smtp::relay(&config.host).map_err(refused)?,
+        };
+        let mut builder = builder.port(config.port()).timeout(Some(Duration::from_secs(60)));
+        if let (Some(user), Some(password)) = (&config.username, &config.password) {
+            builder = builder.credentials(Credentials::new(user.clone(), password.expose_secret().to_owned()));
+        }
+        Ok(Self {
+            transport: builder.build(),
+            from: from.to_owned(),
+            store,
+        })
+    }
+
+    /// Whether the SMTP server answers (and takes the credentials).
+    pub async fn probe(&self) -> Result<(), ChannelError> {
+        match self.transport.test_connection().await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ChannelError::Transient("the SMTP server did not answer NOOP".into())),
+            Err(err) => Err(ChannelError::Transient(format!("SMTP: {err}"))),
+        }
+    }
+
+    async fn thread_of(&self, conversation: &ConversationRef, reply_to: Option<&str>) -> Thread {
+        if let (Some(store), Some(answered)) = (&self.store, reply_to) {
+            match store.get_state(STATE_SCOPE, &format!("mail:{answered}")).await {
+                Ok(Some(value)) => {
+                    if let Ok(thread) = serde_json::from_value::<Thread>(value) {
+                        return thread;
+                    }
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    warn!(error = %err, "could not read the answered mail's thread; replying to the thread's root")
+                }
+            }
+        }
+        Thread {
+            subject: String::new(),
+            message_id: reply_to.map(str::to_owned).or_else(|| conversation.thread.clone()),
+            references: conversation.thread.iter().cloned().collect(),
+        }
+    }
+}
+
+#[async_trait]
+impl PlatformSender for EmailSender {
+    fn channel(&self) -> ChannelName {
+        ChannelName::new(CHANNEL)
+    }
+
+    fn limit(&self) -> Limit {
+        Limit::NONE
+    }
+
+    async fn send_chunk(
+        &self,
+        conversation: &ConversationRef,
+        text: &str,
+        reply_to: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        let thread = self.thread_of(conversation, reply_to).await;
+        let message_id = render::new_message_id(&self.from);
+        let mail = render::reply(&Reply {
+            from: &self.from,
+            to: &conversation.chat,
+            thread: &thread,
+            text,
+            message_id: &message_id,
+        })?;
+        self.transport.send(mail).await.map_err(|err| {
+            if err.is_permanent() {
+                ChannelError::Fatal(format!("SMTP refused the reply: {err}"))
+            } else {
+                ChannelError::Transient(format!("SMTP: {err}"))
+            }
+        })?;
+        debug!(to = %conversation.chat, %message_id, "reply sent");
+        if let (Some(store), Some(root)) = (&self.store, &conversation.thread) {
+            let key = format!("thread:{message_id}");
+            if let Err(err) = store.put_state(STATE_SCOPE, &key, &serde_json::json!(root)).await {
+                warn!(error = %err, "could not remember the reply's thread; a reply to it may start a new conversation");
+            }
+        }
+        Ok(message_id)
+    }
+}

@@ -1,0 +1,282 @@
+//! The inbound half: new mail in the configured mailbox, by IMAP IDLE when
+//! the server offers it (re-issued well before the 29-minute limit), by
+//! polling otherwise, reconnecting with backoff after errors.
+//!
+//! Each new mail is handed to the sink — stored on the queue — before it is
+//! marked `\Seen` and before the cursor (UIDVALIDITY and the last UID) moves
+//! past it in the store. A restart therefore re-reads at most the mail that
+//! was being handled, and the Message-ID dedup key keeps it from being
+//! answered twice; a changed UIDVALIDITY re-reads the unseen mail the same way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use herald_core::{ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundSink};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::client::{EmailSender, ImapSession, STATE_SCOPE, imap_error, imap_login};
+use super::config::{EmailConfig, ImapConfig, allowed};
+use super::payload::{CHANNEL, Classified, Mail, classify, thread_root, to_inbound};
+use super::render::Thread;
+
+/// IDLE is ended and issued again after this long (servers may drop it at 30 minutes).
+const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
+
+pub struct EmailIngress {
+    pub imap: ImapConfig,
+    pub from: String,
+    pub allow: Vec<String>,
+    pub store: Option<Arc<dyn ConversationStore>>,
+    /// For `probe`: the SMTP side is checked too.
+    pub smtp: Arc<EmailSender>,
+}
+
+/// How far this mailbox has been read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Cursor {
+    uid_validity: u32,
+    last_uid: u32,
+}
+
+async fn pause(delay: Duration, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(delay) => true,
+    }
+}
+
+impl EmailIngress {
+    pub fn new(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>, smtp: Arc<EmailSender>) -> Self {
+        Self {
+            imap: ImapConfig {
+                host: config.imap.host.clone(),
+                port: config.imap.port,
+                tls: config.imap.tls,
+                username: config.imap.username.clone(),
+                password: config.imap.password.clone(),
+                mailbox: config.imap.mailbox.clone(),
+                idle: config.imap.idle,
+                poll_interval: config.imap.poll_interval,
+            },
+            from: config.from.clone(),
+            allow: config.allow.clone(),
+            store,
+            smtp,
+        }
+    }
+
+    fn cursor_key(&self) -> String {
+        format!("cursor:{}@{}/{}", self.imap.username, self.imap.host, self.imap.mailbox)
+    }
+
+    async fn load_cursor(&self) -> Cursor {
+        let Some(store) = &self.store else {
+            return Cursor::default();
+        };
+        match store.get_state(STATE_SCOPE, &self.cursor_key()).await {
+            Ok(value) => value.and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default(),
+            Err(err) => {
+                warn!(error = %err, "could not read the mailbox cursor; unseen mail is read again");
+                Cursor::default()
+            }
+        }
+    }
+
+    async fn save_cursor(&self, cursor: Cursor) {
+        let Some(store) = &self.store else { return };
+        if let Err(err) = store
+            .put_state(STATE_SCOPE, &self.cursor_key(), &serde_json::json!(cursor))
+            .await
+        {
+            warn!(error = %err, "could not store the mailbox cursor; the mail is recognised by its Message-ID");
+        }
+    }
+
+    /// The conversation a mail belongs to: the thread of the Herald mail it
+    /// answers, when known, else the first id of its References.
+    async fn root_of(&self, mail: &Mail) -> String {
+        if let Some(store) = &self.store {
+            for id in mail.in_reply_to.iter().chain(mail.references.iter().rev()) {
+                if let Ok(Some(root)) = store.get_state(STATE_SCOPE, &format!("thread:{id}")).await
+                    && let Some(root) = root.as_str()
+                {
+                    return root.to_owned();
+                }
+            }
+        }
+        thread_root(mail).to_owned()
+    }
+
+    /// Hands one mail to the sink, retrying while the store is unavailable.
+    /// Returns false when shutdown came first.
+    async fn deliver(&self, mail: &Mail, sink: &dyn InboundSink, shutdown: &CancellationToken) -> bool {
+        let root = self.root_of(mail).await;
+        if let Some(store) = &self.store {
+            let thread = Thread {
+                subject: mail.subject.clone(),
+                message_id: Some(mail.message_id.clone()),
+                references: mail.references.clone(),
+            };
+            let key = format!("mail:{}", mail.message_id);
+            if let Err(err) = store.put_state(STATE_SCOPE, &key, &serde_json::json!(thread)).await {
+                warn!(error = %err, "could not remember the mail's thread; the reply threads under the root");
+            }
+        }
+        let message = to_inbound(mail, &root, chrono::Utc::now());
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match sink.accept(message.clone()).await {
+                Ok(admission) => {
+                    debug!(message_id = %mail.message_id, ?admission, "mail accepted");
+                    return true;
+                }
+                Err(err) => {
+                    warn!(error = %err, "could not store an incoming mail; it stays unseen");
+                    if !pause(delay, shutdown).await {
+                        return false;
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+
+    /// Reads every new mail once. Returns false when shutdown came first.
+    async fn read_new(
+        &self,
+        session: &mut ImapSession,
+        cursor: &mut Cursor,
+        sink: &dyn InboundSink,
+        shutdown: &CancellationToken,
+    ) -> Result<bool, ChannelError> {
+        let query = format!("UID {}:* UNSEEN", cursor.last_uid.saturating_add(1));
+        let mut uids: Vec<u32> = session
+            .uid_search(&query)
+            .await
+            .map_err(imap_error)?
+            .into_iter()
+            .filter(|uid| *uid > cursor.last_uid)
+            .collect();
+        uids.sort_unstable();
+        for uid in uids {
+            let fetched: Vec<_> = session
+                .uid_fetch(uid.to_string(), "(UID BODY.PEEK[])")
+                .await
+                .map_err(imap_error)?
+                .try_collect()
+                .await
+                .map_err(imap_error)?;
+            let raw = fetched.iter().find_map(|f| f.body()).unwrap_or_default();
+            let fallback = format!("{}.{uid}@imap.{}", cursor.uid_validity, self.imap.host);
+            match classify(raw, &self.from, &fallback) {
+                Classified::Ignored(reason) => debug!(uid, reason, "mail ignored"),
+                Classified::Mail(mail) if !allowed(&self.allow, &mail.from) => {
+                    debug!(uid, "mail from a sender outside channels.email.allow ignored");
+                }
+                Classified::Mail(mail) => {
+                    if !self.deliver(&mail, sink, shutdown).await {
+                        return Ok(false);
+                    }
+                    let _: Vec<_> = session
+                        .uid_store(uid.to_string(), "+FLAGS (\\Seen)")
+                        .await
+                        .map_err(imap_error)?
+                        .try_collect()
+                        .await
+                        .map_err(imap_error)?;
+                }
+            }
+            cursor.last_uid = uid;
+            self.save_cursor(*cursor).await;
+        }
+        Ok(true)
+    }
+
+    /// One connection's life: log in, select, read, wait for news, repeat.
+    async fn session(&self, sink: &dyn InboundSink, shutdown: &CancellationToken) -> Result<(), ChannelError> {
+        let mut session = imap_login(&self.imap).await?;
+        let idle = self.imap.idle && session.capabilities().await.map_err(imap_error)?.has_str("IDLE");
+        let mailbox = session.select(&self.imap.mailbox).await.map_err(imap_error)?;
+        let mut cursor = self.load_cursor().await;
+        let uid_validity = mailbox.uid_validity.unwrap_or_default();
+        if cursor.uid_validity != uid_validity {
+            if cursor != Cursor::default() {
+                info!(
+                    old = cursor.uid_validity,
+                    new = uid_validity,
+                    "UIDVALIDITY changed; unseen mail is read again"
+                );
+            }
+            cursor = Cursor {
+                uid_validity,
+                last_uid: 0,
+            };
+        }
+        info!(mailbox = %self.imap.mailbox, idle, "reading mail");
+        loop {
+            if !self.read_new(&mut session, &mut cursor, sink, shutdown).await? {
+                return Ok(());
+            }
+            if idle {
+                let mut handle = session.idle();
+                handle.init().await.map_err(imap_error)?;
+                let outcome = {
+                    let (wait, _stop) = handle.wait_with_timeout(IDLE_RENEW);
+                    tokio::select! {
+                        _ = shutdown.cancelled() => None,
+                        outcome = wait => Some(outcome),
+                    }
+                };
+                match outcome {
+                    None => return Ok(()),
+                    Some(outcome) => {
+                        outcome.map_err(imap_error)?;
+                    }
+                }
+                session = handle.done().await.map_err(imap_error)?;
+            } else {
+                if !pause(self.imap.poll_interval, shutdown).await {
+                    let _ = session.logout().await;
+                    return Ok(());
+                }
+                session.noop().await.map_err(imap_error)?;
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ChannelIngress for EmailIngress {
+    fn channel(&self) -> ChannelName {
+        ChannelName::new(CHANNEL)
+    }
+
+    async fn run(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
+        let mut delay = Duration::from_secs(1);
+        loop {
+            match self.session(sink.as_ref(), &shutdown).await {
+                Ok(()) => return Ok(()),
+                Err(ChannelError::Fatal(reason)) => return Err(ChannelError::Fatal(reason)),
+                Err(err) => {
+                    warn!(error = %err, ?delay, "IMAP connection lost; connecting again");
+                    if !pause(delay, &shutdown).await {
+                        return Ok(());
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(60));
+                }
+            }
+        }
+    }
+
+    async fn probe(&self) -> Result<String, ChannelError> {
+        let mut session = imap_login(&self.imap).await?;
+        session.select(&self.imap.mailbox).await.map_err(imap_error)?;
+        let _ = session.logout().await;
+        self.smtp.probe().await?;
+        Ok(format!("{} (IMAP {}, SMTP ok)", self.from, self.imap.mailbox))
+    }
+}
