@@ -196,3 +196,6 @@ impl Toolbox for ScheduleCommands {
         self.inner.parallel_safe(tool)
     }
 }
+
+#[cfg(test)]
+mod tests;
