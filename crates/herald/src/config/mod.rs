@@ -108,13 +108,16 @@ impl Config {
             },
         })?;
         let mut config = Self::parse(path, &text, |name| std::env::var(name).ok())?;
-        // Relative skill folders are relative to the config file, wherever
-        // Herald is started from.
+        // Relative skill folders and the heartbeat checklist are relative to
+        // the config file, wherever Herald is started from.
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         config.skills = config.skills.resolved_against(base);
+        if config.heartbeat.file.is_relative() {
+            config.heartbeat.file = base.join(&config.heartbeat.file);
+        }
         Ok(config)
     }
 

@@ -89,3 +89,32 @@ fn secrets_come_from_the_environment_and_do_not_print() {
     use secrecy::ExposeSecret;
     assert_eq!(config.llm.api_key.expose_secret(), "sk-test");
 }
+
+#[test]
+fn heartbeat_and_schedules_are_read_and_checked() {
+    let config = parse(
+        "heartbeat:\n  every: 2s\n  target: telegram:123456789\n  active_hours: {start: '22:00', end: '06:00', timezone: Europe/Berlin}\nschedules:\n  missed_runs: skip\n",
+    )
+    .unwrap();
+    assert_eq!(config.heartbeat.every, Duration::from_secs(2));
+    assert_eq!(config.heartbeat.ack_max_chars, 300);
+    assert_eq!(config.schedules.missed_runs, herald_schedule::MissedRuns::Skip);
+    let defaults = parse("").unwrap();
+    assert_eq!(defaults.heartbeat.every, Duration::from_secs(1800));
+    for (text, expected) in [
+        (
+            "heartbeat:\n  every: 500ms\n",
+            "herald.yaml:2: `heartbeat.every`: must be at least 1s",
+        ),
+        (
+            "heartbeat:\n  target: me\n",
+            "`heartbeat.target`: `me` is not a conversation id",
+        ),
+        ("heartbeat:\n  evry: 30m\n", "unknown field `evry`"),
+        ("schedules:\n  missed_runs: twice\n", "unknown variant `twice`"),
+        ("schedules:\n  tick: 10ms\n", "`schedules.tick`: must be at least 100ms"),
+    ] {
+        let err = error(text);
+        assert!(err.contains(expected), "{text:?}: {err}");
+    }
+}
