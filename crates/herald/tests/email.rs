@@ -277,3 +277,30 @@ async fn a_restart_loses_and_duplicates_nothing() {
         setup.mail.mailbox("alice")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_the_imap_login_and_the_smtp_server_without_printing_the_password() {
+    let doctor = |config: std::path::PathBuf| async move {
+        let output = Command::new(env!("CARGO_BIN_EXE_herald"))
+            .arg("--config")
+            .arg(config)
+            .arg("doctor")
+            .env_remove("RUST_LOG")
+            .output()
+            .await
+            .expect("herald doctor runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let setup = Setup::new().await;
+    let report = doctor(setup.config.clone()).await;
+    assert!(report.contains("ok   channel email: herald@example.test"), "{report}");
+
+    let wrong = std::fs::read_to_string(&setup.config)
+        .unwrap()
+        .replace(mailserver::PASSWORD, "wrong-password-xyz");
+    let path = setup.config.with_file_name("wrong.yaml");
+    std::fs::write(&path, wrong).unwrap();
+    let report = doctor(path).await;
+    assert!(report.contains("FAIL channel email"), "{report}");
+    assert!(!report.contains("wrong-password-xyz"), "{report}");
+}
