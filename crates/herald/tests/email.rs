@@ -46,6 +46,11 @@ impl Running {
 
 impl Setup {
     async fn new() -> Self {
+        Self::with_imap("").await
+    }
+
+    /// `imap` is added to `channels.email.imap` (keys at six spaces).
+    async fn with_imap(imap: &str) -> Self {
         let mail = MailServers::start().await;
         let model = ScriptedModel::start().await;
         let dir = tempfile::tempdir().expect("temp dir");
@@ -60,7 +65,9 @@ impl Setup {
              channels:\n{channel}",
             db = dir.path().join("herald.db").display(),
             base = model.base_url(),
-            channel = mail.channel_yaml(),
+            channel = mail
+                .channel_yaml()
+                .replace("      username: herald\n", &format!("      username: herald\n{imap}")),
         );
         std::fs::write(&config, text).expect("write config");
         Self {
@@ -303,4 +310,22 @@ async fn doctor_checks_the_imap_login_and_the_smtp_server_without_printing_the_p
     let report = doctor(path).await;
     assert!(report.contains("FAIL channel email"), "{report}");
     assert!(!report.contains("wrong-password-xyz"), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_idle_new_mail_is_found_by_polling() {
+    let setup = Setup::with_imap("      idle: false\n      poll_interval: 1s\n").await;
+    let herald = setup.start().await;
+    setup
+        .mail
+        .send(ALICE, &mail(ALICE, "p1@alice.test", "Poll", "", "polled"))
+        .await;
+    let answers = setup.answers("alice", 1, &herald).await;
+    assert_eq!(answers[0].header("in-reply-to"), Some("<p1@alice.test>"));
+    let log = herald.log()();
+    let reading = log
+        .lines()
+        .find(|line| line.contains("reading mail"))
+        .unwrap_or_default();
+    assert!(reading.contains("false"), "polling, not IDLE: {log}");
 }
