@@ -169,3 +169,89 @@ async fn an_empty_checklist_makes_no_model_call() {
         "no model call for an empty checklist"
     );
 }
+
+#[tokio::test]
+async fn a_schedule_added_on_the_command_line_runs_in_its_conversation() {
+    let herald = Herald::start("heartbeat:\n  every: 0\nschedules:\n  tick: 100ms\n").await;
+    let cli = |args: &[&str]| {
+        let mut command = herald.command(args);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        command
+    };
+
+    let unknown = cli(&["schedule", "add", "--conversation", "local:ann", "every", "1h", "Nag"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!unknown.status.success());
+    assert!(
+        stderr(&unknown).contains("has never written to Herald"),
+        "{}",
+        stderr(&unknown)
+    );
+
+    let hello = herald.chat("ann", "hello\n").await;
+    assert!(hello.status.success(), "{}", stderr(&hello));
+    let past = cli(&[
+        "schedule",
+        "add",
+        "--conversation",
+        "local:ann",
+        "at",
+        "2020-01-01T00:00:00Z",
+        "Late",
+    ])
+    .output()
+    .await
+    .unwrap();
+    assert!(stderr(&past).contains("is in the past"), "{}", stderr(&past));
+    let added = cli(&[
+        "schedule",
+        "add",
+        "--conversation",
+        "local:ann",
+        "every",
+        "1s",
+        "Say",
+        "the",
+        "word",
+    ])
+    .output()
+    .await
+    .unwrap();
+    assert!(added.status.success(), "{}", stderr(&added));
+    let added = String::from_utf8_lossy(&added.stdout).into_owned();
+    assert!(added.starts_with("scheduled: #1 every 1s"), "{added}");
+    let listed = cli(&["schedule", "list"]).output().await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("in local:ann: Say the word"),
+        "{listed:?}"
+    );
+
+    // Ann's chat is open and `herald run` fires the schedule into it.
+    let mut chat = herald.spawn_chat("ann");
+    let input = chat.stdin.take().unwrap();
+    let mut replies = BufReader::new(chat.stdout.take().unwrap()).lines();
+    let mut run = cli(&["run"]).spawn().unwrap();
+    let line = tokio::time::timeout(Duration::from_secs(30), replies.next_line())
+        .await
+        .expect("the scheduled run was answered")
+        .unwrap()
+        .unwrap();
+    assert!(line.contains("echo: Say the word"), "{line}");
+
+    let cancelled = cli(&["schedule", "cancel", "1"]).output().await.unwrap();
+    assert!(cancelled.status.success(), "{}", stderr(&cancelled));
+    let again = cli(&["schedule", "cancel", "1"]).output().await.unwrap();
+    assert!(stderr(&again).contains("no schedule 1"), "{}", stderr(&again));
+    let pid = run.id().unwrap().to_string();
+    tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(run.wait().await.unwrap().success());
+    drop(input);
+    let output = chat.wait_with_output().await.unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
