@@ -9,9 +9,15 @@ pub struct ChannelsConfig {
     #[cfg(feature = "email")]
     #[serde(default)]
     pub email: Option<crate::email::EmailConfig>,
+    #[cfg(feature = "discord")]
+    #[serde(default)]
+    pub discord: Option<crate::discord::DiscordConfig>,
     #[cfg(feature = "telegram")]
     #[serde(default)]
     pub telegram: Option<crate::telegram::TelegramConfig>,
+    #[cfg(feature = "slack")]
+    #[serde(default)]
+    pub slack: Option<crate::slack::SlackConfig>,
 }
 
 impl ChannelsConfig {
@@ -23,9 +29,17 @@ impl ChannelsConfig {
         if self.email.is_some() {
             names.push(crate::email::CHANNEL);
         }
+        #[cfg(feature = "discord")]
+        if self.discord.is_some() {
+            names.push(crate::discord::CHANNEL);
+        }
         #[cfg(feature = "telegram")]
         if self.telegram.is_some() {
             names.push(crate::telegram::payload::CHANNEL);
+        }
+        #[cfg(feature = "slack")]
+        if self.slack.is_some() {
+            names.push(crate::slack::CHANNEL);
         }
         names
     }

@@ -11,10 +11,14 @@
 pub mod access;
 pub mod chunk;
 pub mod config;
+#[cfg(feature = "discord")]
+pub mod discord;
 #[cfg(feature = "email")]
 pub mod email;
 pub mod gateway;
 pub mod local;
 pub mod outbound;
+#[cfg(feature = "slack")]
+pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;

@@ -36,6 +36,11 @@ pub fn build(config: &ChannelsConfig, store: Option<Arc<dyn ConversationStore>>)
         outbound = outbound.with(built.outbound);
         ingress.push(built.ingress);
     }
+    if let Some(slack) = &config.slack {
+        let built = herald_channels::slack::build(slack).context("channels.slack")?;
+        outbound = outbound.with(built.outbound);
+        ingress.push(built.ingress);
+    }
     if let Some(email) = &config.email {
         let built = herald_channels::email::build(email, store.clone()).context("channels.email")?;
         outbound = outbound.with(built.outbound);

@@ -9,11 +9,13 @@
 //! - [`openai`]: a scripted OpenAI-compatible chat completions server.
 //! - [`platform`]: the control side every fake chat platform offers tests.
 //! - [`slack`]: a fake Slack Web API, Socket Mode server and Events API pusher.
+//! - [`telegram`]: a fake Telegram Bot API (long polling and webhooks).
 
 pub mod discord;
 pub mod openai;
 pub mod platform;
 pub mod slack;
+pub mod telegram;
 
 pub use openai::{RecordedRequest, Reply, ScriptedModel};
 pub use platform::{FakePlatform, FakeUser, GroupTarget, SentMessage};

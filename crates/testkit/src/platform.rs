@@ -85,4 +85,9 @@ pub trait FakePlatform: Send + Sync {
     /// Requests that broke the platform's rules: a send before `retry_after`
     /// passed, or above the platform's enforced rate.
     fn violations(&self) -> Vec<String>;
+
+    /// The bot's process was killed and another one is starting. A platform
+    /// whose rules depend on what the client was told (Discord's rate-limit
+    /// headers) forgets that, because the new process cannot know it.
+    fn client_restarted(&self) {}
 }

@@ -57,7 +57,8 @@ pub async fn doctor(config_path: &Path) -> Result<ExitCode> {
         Err(err) => report(false, "model", err.to_string()),
     }
     // Each configured platform checks its credentials and reachability
-    // (Discord: GET /users/@me and GET /gateway; Telegram: getMe; email: IMAP login and SMTP NOOP).
+    // (Discord: GET /users/@me and GET /gateway; Telegram: getMe; Slack: auth.test and, in
+    // Socket Mode, apps.connections.open; email: IMAP login and SMTP NOOP).
     match crate::channels::build(&config.channels, None) {
         Ok(channels) => {
             for ingress in &channels.ingress {

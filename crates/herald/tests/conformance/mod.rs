@@ -398,6 +398,7 @@ pub async fn a_restart_mid_burst_loses_nothing_and_duplicates_nothing(platform: 
     assert!(waited.is_ok(), "the burst never reached turn 20:\n{}", herald.stderr());
     assert!(hung.load(Ordering::SeqCst));
     herald.kill().await;
+    setup.platform.client_restarted();
     let before = setup.platform.sent().len();
     assert_eq!(before, 19, "turns 1-19 were answered before the kill");
 

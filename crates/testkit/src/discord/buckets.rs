@@ -46,6 +46,10 @@ pub enum Verdict {
 struct Window {
     started: Instant,
     used: u32,
+    /// An answer in this window said `X-RateLimit-Remaining: 0` to the
+    /// client now running. A request into the empty bucket is refused either
+    /// way; it is a violation only when the client had been told.
+    told_empty: bool,
 }
 
 /// Every bucket of one bot.
@@ -94,13 +98,15 @@ impl Buckets {
     /// Decides one request to `key` (method, route and top-level resource)
     /// under `rule`. `forceable` requests take a forced 429 when one is due.
     pub fn check(&mut self, key: &str, rule: &BucketRule, forceable: bool, now: Instant) -> Verdict {
-        let window = self
-            .windows
-            .entry(key.to_owned())
-            .or_insert(Window { started: now, used: 0 });
+        let window = self.windows.entry(key.to_owned()).or_insert(Window {
+            started: now,
+            used: 0,
+            told_empty: false,
+        });
         if now >= window.started + rule.window {
             window.started = now;
             window.used = 0;
+            window.told_empty = false;
         }
         let reset_at = window.started + rule.window;
         let headers = |used: u32| RateHeaders {
@@ -110,6 +116,7 @@ impl Buckets {
             bucket: rule.hash.clone(),
         };
         let used = window.used;
+        let told_empty = window.told_empty;
 
         if let Some(&(until, scope)) = self.blocked_until.get(key)
             && now < until
@@ -150,10 +157,12 @@ impl Buckets {
 
         if used >= rule.limit {
             let retry_after = ceil_millis(reset_at - now);
-            self.violations.push(format!(
-                "{key}: sent with 0 of {} remaining in bucket {} ({retry_after:?} before it reset)",
-                rule.limit, rule.hash
-            ));
+            if told_empty {
+                self.violations.push(format!(
+                    "{key}: sent with 0 of {} remaining in bucket {} ({retry_after:?} before it reset)",
+                    rule.limit, rule.hash
+                ));
+            }
             self.blocked_until.insert(key.to_owned(), (now + retry_after, "user"));
             return Verdict::Limited {
                 retry_after,
@@ -175,8 +184,20 @@ impl Buckets {
 
         let window = self.windows.get_mut(key).expect("the window was inserted above");
         window.used += 1;
+        window.told_empty = window.used >= rule.limit;
         self.recent.push_back(now);
         Verdict::Allow(headers(window.used))
+    }
+
+    /// The client was replaced by a new process, which knows nothing of what
+    /// the old one was told. Its first request into an empty bucket gets a
+    /// 429 as always, but is not its fault; the buckets themselves (what
+    /// Discord counts) carry on.
+    pub fn client_restarted(&mut self) {
+        for window in self.windows.values_mut() {
+            window.told_empty = false;
+        }
+        self.blocked_until.clear();
     }
 }
 
@@ -227,6 +248,22 @@ mod tests {
         assert_eq!(buckets.violations().len(), 1);
         // Another bucket key (another channel) is not affected.
         assert_eq!(remaining(&buckets.check("other", &rule(), false, start)), Some(1));
+    }
+
+    #[test]
+    fn a_new_client_is_refused_without_blame_until_it_is_told() {
+        let start = Instant::now();
+        let mut buckets = Buckets::new(50);
+        for _ in 0..2 {
+            buckets.check("k", &rule(), false, start);
+        }
+        buckets.client_restarted();
+        let uninformed = buckets.check("k", &rule(), false, start + Duration::from_millis(100));
+        assert!(matches!(uninformed, Verdict::Limited { global: false, .. }));
+        assert!(buckets.violations().is_empty(), "{:?}", buckets.violations());
+        // The 429 told it; sending again before retry_after is its fault.
+        buckets.check("k", &rule(), false, start + Duration::from_millis(200));
+        assert_eq!(buckets.violations().len(), 1, "{:?}", buckets.violations());
     }
 
     #[test]

@@ -601,4 +601,8 @@ impl FakePlatform for FakeDiscord {
     fn violations(&self) -> Vec<String> {
         self.shared.lock().buckets.violations().to_vec()
     }
+
+    fn client_restarted(&self) {
+        self.shared.lock().buckets.client_restarted();
+    }
 }

@@ -68,6 +68,9 @@ pub struct FakeSlackOptions {
     pub push_timeout: Duration,
     /// Whether the bot's own posts come back as `message` events.
     pub echo_own_messages: bool,
+    /// Events API mode: Herald listens here, the fake pushes to
+    /// `http://{listen}/slack/events`, and `channel_yaml()` says so.
+    pub events_listen: Option<SocketAddr>,
 }
 
 impl Default for FakeSlackOptions {
@@ -79,6 +82,18 @@ impl Default for FakeSlackOptions {
             push_retry_delays: vec![Duration::ZERO, Duration::from_secs(60), Duration::from_secs(300)],
             push_timeout: Duration::from_secs(3),
             echo_own_messages: true,
+            events_listen: None,
+        }
+    }
+}
+
+impl FakeSlackOptions {
+    /// Slack's behaviour with a send rate of 20 per second per channel, so a
+    /// burst of replies in one conversation takes seconds, not a minute.
+    pub fn quick() -> Self {
+        Self {
+            channel_rate: Some((20, Duration::from_secs(1))),
+            ..Self::default()
         }
     }
 }
@@ -144,6 +159,20 @@ impl FakeSlack {
         Self::start_with(FakeSlackOptions::default()).await
     }
 
+    /// Starts with [`FakeSlackOptions::quick`]: what the conformance suite runs against.
+    pub async fn start_quick() -> Self {
+        Self::start_with(FakeSlackOptions::quick()).await
+    }
+
+    /// Starts in Events API mode with quick rates, Herald listening on `listen`.
+    pub async fn start_events(listen: SocketAddr) -> Self {
+        Self::start_with(FakeSlackOptions {
+            events_listen: Some(listen),
+            ..FakeSlackOptions::quick()
+        })
+        .await
+    }
+
     pub async fn start_with(options: FakeSlackOptions) -> Self {
         let http = TcpListener::bind("127.0.0.1:0").await.expect("bind the fake Web API");
         let sockets = TcpListener::bind("127.0.0.1:0")
@@ -152,7 +181,11 @@ impl FakeSlack {
         let http_addr = http.local_addr().expect("local address");
         let socket_addr = sockets.local_addr().expect("local address");
         let (push, pushes) = mpsc::unbounded_channel();
+        let events_url = options
+            .events_listen
+            .map(|listen| format!("http://{listen}/slack/events"));
         let mut state = State::new(options);
+        state.events_url = events_url;
         let admin = FakeUser {
             id: "U0ADMIN001".into(),
             name: "Ada Lovelace".into(),
@@ -320,6 +353,18 @@ impl FakeSlack {
         push::post_signed(&push::http_client(), &url, body, timestamp, signature, None, timeout).await
     }
 
+    /// POSTs `body` again, freshly signed, as Slack's retry number `retry_num`.
+    pub async fn push_again(&self, body: &str, retry_num: u32) -> Option<(u16, String)> {
+        let (url, timeout) = {
+            let state = self.shared.lock();
+            (state.events_url.clone()?, state.options.push_timeout)
+        };
+        let timestamp = unix_seconds();
+        let signature = signature(SIGNING_SECRET, timestamp, body);
+        let retry = Some((retry_num, "http_timeout"));
+        push::post_signed(&push::http_client(), &url, body, timestamp, &signature, retry, timeout).await
+    }
+
     /// An `event_callback` body for `event`, as a push would carry it.
     pub fn event_callback_body(&self, event: Value) -> String {
         let event_id = self.shared.lock().next_event_id();
@@ -387,6 +432,11 @@ impl FakePlatform for FakeSlack {
     }
 
     fn channel_yaml(&self) -> String {
+        // The lock is released before `events_channel_yaml` takes it again.
+        let events_listen = self.shared.lock().options.events_listen;
+        if let Some(listen) = events_listen {
+            return self.events_channel_yaml(listen);
+        }
         format!(
             "    bot_token: {BOT_TOKEN}\n    app_token: {APP_TOKEN}\n    api_url: {}\n    socket_connections: 1\n{}",
             self.api_url(),

@@ -1,0 +1,122 @@
+//! `channels.discord` in herald.yaml.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::Deserialize;
+
+use crate::outbound::{Rate, RateLimits};
+
+pub const DEFAULT_API_URL: &str = "https://discord.com";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordConfig {
+    /// The bot token from the developer portal (Bot → Reset Token).
+    pub token: SecretString,
+    /// Where the REST API lives: requests go to `{api_url}/api/v10/...`.
+    /// The gateway URL is whatever `GET {api_url}/api/v10/gateway` answers.
+    #[serde(default = "default_api_url")]
+    pub api_url: String,
+    /// Channel ids (and thread ids) where Herald answers every message, not
+    /// only mentions and replies. A listed channel covers its threads.
+    #[serde(default)]
+    pub respond_in: Vec<Snowflake>,
+    /// Herald's own spacing of sends, on top of the per-route buckets
+    /// Discord announces in its response headers. The default keeps the
+    /// whole bot under Discord's global 50 requests per second.
+    #[serde(default = "default_rate_limits")]
+    pub rate_limits: RateLimits,
+}
+
+fn default_api_url() -> String {
+    DEFAULT_API_URL.to_owned()
+}
+
+fn default_rate_limits() -> RateLimits {
+    RateLimits {
+        per_chat: None,
+        per_group: None,
+        per_bot: Some(Rate {
+            count: 50,
+            per: Duration::from_secs(1),
+        }),
+    }
+}
+
+impl DiscordConfig {
+    /// The channels listed in `respond_in`, as ids.
+    pub fn respond_in(&self) -> HashSet<u64> {
+        self.respond_in.iter().map(|s| s.0).collect()
+    }
+
+    /// `api_url` without a trailing slash (serenity joins paths to it).
+    pub fn api_base(&self) -> &str {
+        self.api_url.trim_end_matches('/')
+    }
+}
+
+/// A Discord id, written in YAML as a number or a quoted string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Snowflake(pub u64);
+
+impl<'de> Deserialize<'de> for Snowflake {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Number(u64),
+            Text(String),
+        }
+        match Written::deserialize(deserializer)? {
+            Written::Number(id) => Ok(Snowflake(id)),
+            Written::Text(text) => text
+                .trim()
+                .parse()
+                .map(Snowflake)
+                .map_err(|_| serde::de::Error::custom(format!("`{text}` is not a Discord id (a number)"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use secrecy::ExposeSecret;
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<DiscordConfig, String> {
+        serde_json::from_str::<DiscordConfig>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn only_the_token_is_required() {
+        let config = parse(r#"{"token": "abc"}"#).unwrap();
+        assert_eq!(config.token.expose_secret(), "abc");
+        assert_eq!(config.api_base(), "https://discord.com");
+        assert!(config.respond_in().is_empty());
+        assert_eq!(config.rate_limits, default_rate_limits());
+    }
+
+    #[test]
+    fn channel_ids_may_be_numbers_or_strings() {
+        let config =
+            parse(r#"{"token": "t", "api_url": "http://127.0.0.1:9/", "respond_in": [1200000000000000010, "42"]}"#)
+                .unwrap();
+        assert_eq!(config.respond_in(), HashSet::from([1200000000000000010, 42]));
+        assert_eq!(config.api_base(), "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        for (text, expected) in [
+            (r#"{"token": "t", "respond_in": ["general"]}"#, "not a Discord id"),
+            (r#"{"token": "t", "tokn": "x"}"#, "unknown field `tokn`"),
+            (r#"{"api_url": "x"}"#, "missing field `token`"),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The Discord channel: a bot on the gateway (serenity) with the
+//! GUILD_MESSAGES, DIRECT_MESSAGES and MESSAGE_CONTENT intents, answering
+//! DMs, mentions and replies in guild channels and threads, and every message
+//! in the channels listed in `respond_in`.
+//!
+//! - [`config`]: `channels.discord` in herald.yaml.
+//! - [`payload`]: pure, Discord message to [`herald_core::InboundMessage`].
+//! - [`render`]: pure, reply to create-message request body.
+//! - [`ratelimit`]: pure, per-route buckets from the response headers.
+//! - [`client`]: the only I/O: REST calls and the gateway session.
+//!
+//! Architecture invariant: a received message goes to the sink before
+//! anything else happens for it, and messages go one at a time in the
+//! gateway's order. Redelivered messages (a RESUME replays what the session
+//! missed) carry the same message id, which is the queue's dedup key, so
+//! they are stored once.
+
+pub mod client;
+pub mod config;
+pub mod payload;
+pub mod ratelimit;
+pub mod render;
+
+use std::sync::Arc;
+
+use herald_core::ChannelError;
+
+pub use client::{DiscordApi, DiscordIngress, DiscordSender};
+pub use config::DiscordConfig;
+pub use payload::CHANNEL;
+
+use crate::outbound::Delivery;
+
+/// The two halves of the Discord channel, sharing one REST client (and so
+/// one set of rate-limit buckets).
+pub fn build(config: &DiscordConfig) -> Result<(Delivery<DiscordSender>, DiscordIngress), ChannelError> {
+    let api = Arc::new(DiscordApi::new(config)?);
+    let delivery = Delivery::new(Arc::new(DiscordSender { api: api.clone() }), &config.rate_limits);
+    let ingress = DiscordIngress {
+        api,
+        respond_in: config.respond_in(),
+    };
+    Ok((delivery, ingress))
+}

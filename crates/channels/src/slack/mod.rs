@@ -1,0 +1,58 @@
+//! The Slack channel: a Slack app's bot in DMs, channels (when mentioned, or
+//! in channels listed in `respond_in`) and threads.
+//!
+//! Events come by Socket Mode (an app-level token, no public URL; the
+//! default) or by the Events API (Slack POSTs to Herald; requests are
+//! checked against the signing secret and refused with 401 when forged or
+//! older than five minutes). Either way a message is handed to the sink,
+//! which stores it on the queue, before Slack gets its acknowledgement, and
+//! Slack's redeliveries are recognised by the message's channel and `ts`.
+//! Replies go through the shared [`Delivery`] path: chunked to
+//! [`Limit::SLACK`], at most one message per second per channel by default,
+//! in the conversation's thread.
+//!
+//! - `config`: `channels.slack` in herald.yaml.
+//! - `payload`: events to normalized messages (pure).
+//! - `render`: a reply chunk to a `chat.postMessage` request (pure).
+//! - `signature`: the Events API request signature check (pure).
+//! - `client`: every call to Slack, and the two ways of receiving.
+//!
+//! [`Limit::SLACK`]: crate::chunk::Limit::SLACK
+
+mod client;
+pub mod config;
+pub mod payload;
+pub mod render;
+pub mod signature;
+
+use std::sync::Arc;
+
+use herald_core::{ChannelError, SystemClock};
+
+pub use client::{SlackApi, SlackIngress, SlackSender, classify};
+pub use config::{SlackConfig, SlackMode};
+
+use crate::outbound::Delivery;
+
+pub const CHANNEL: &str = "slack";
+
+/// Both halves of the Slack channel, sharing one Web API client.
+pub struct Slack {
+    pub outbound: Arc<Delivery<SlackSender>>,
+    pub ingress: Arc<SlackIngress>,
+}
+
+/// The Slack channel `config` describes, not yet connected.
+pub fn build(config: &SlackConfig) -> Result<Slack, ChannelError> {
+    config
+        .check()
+        .map_err(|reason| ChannelError::Fatal(format!("channels.slack: {reason}")))?;
+    let api = Arc::new(SlackApi::new(config));
+    Ok(Slack {
+        outbound: Arc::new(Delivery::new(
+            Arc::new(SlackSender::new(api.clone())),
+            &config.rate_limits,
+        )),
+        ingress: Arc::new(SlackIngress::new(config, api, Arc::new(SystemClock))),
+    })
+}

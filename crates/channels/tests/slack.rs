@@ -1,0 +1,332 @@
+//! The Slack adapter against the fake Slack: Socket Mode and the Events API
+//! in, `chat.postMessage` out, with a sink that records what it is handed.
+
+#![cfg(feature = "slack")]
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use herald_channels::slack::{self, SlackConfig};
+use herald_core::channel::ChannelIngress;
+use herald_core::{
+    Admission, ChannelError, ChannelOutbound, ConversationKind, Enqueued, InboundMessage, InboundSink, OutboundMessage,
+    StoreError, TaskId,
+};
+use herald_testkit::slack::{BOT_TOKEN, FakeSlack, FakeSlackOptions, GENERAL, SIGNING_SECRET, signature};
+use herald_testkit::{FakePlatform, GroupTarget};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Records every message; refuses the first `failures` with a store error,
+/// and answers a repeated dedup key as a duplicate, as the queue does.
+#[derive(Default)]
+struct Recorder {
+    accepted: Mutex<Vec<InboundMessage>>,
+    keys: Mutex<HashSet<String>>,
+    failures: AtomicUsize,
+    calls: AtomicUsize,
+    changed: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl InboundSink for Recorder {
+    async fn accept(&self, message: InboundMessage) -> Result<Admission, StoreError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self
+            .failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StoreError::Unavailable("the database is down".into()));
+        }
+        let new = self.keys.lock().unwrap().insert(message.dedup_key());
+        let mut accepted = self.accepted.lock().unwrap();
+        let id = TaskId(accepted.len() as i64 + 1);
+        if new {
+            accepted.push(message);
+        }
+        self.changed.notify_waiters();
+        Ok(Admission::Queued(if new {
+            Enqueued::New(id)
+        } else {
+            Enqueued::Duplicate(id)
+        }))
+    }
+}
+
+impl Recorder {
+    fn messages(&self) -> Vec<InboundMessage> {
+        self.accepted.lock().unwrap().clone()
+    }
+
+    async fn wait_for(&self, count: usize) -> Vec<InboundMessage> {
+        let waited = tokio::time::timeout(WAIT, async {
+            loop {
+                let notified = self.changed.notified();
+                if self.messages().len() >= count {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "expected {count} messages, got {:?}", self.messages());
+        self.messages()
+    }
+}
+
+fn options() -> FakeSlackOptions {
+    FakeSlackOptions {
+        channel_rate: Some((20, Duration::from_secs(1))),
+        ack_timeout: Duration::from_millis(500),
+        push_retry_delays: vec![Duration::from_millis(50), Duration::from_millis(50)],
+        ..FakeSlackOptions::default()
+    }
+}
+
+fn config(yaml: &str) -> SlackConfig {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    serde_yaml::from_str(yaml.replace("\n    ", "\n").trim_start_matches("    ")).expect("config parses")
+}
+
+struct Running {
+    sink: Arc<Recorder>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), ChannelError>>,
+    outbound: Arc<dyn ChannelOutbound>,
+}
+
+impl Running {
+    async fn stop(self) -> Result<(), ChannelError> {
+        self.shutdown.cancel();
+        self.task.await.expect("the ingress task ends")
+    }
+}
+
+fn start(yaml: &str) -> Running {
+    let parts = slack::build(&config(yaml)).expect("the channel builds");
+    let sink = Arc::new(Recorder::default());
+    let shutdown = CancellationToken::new();
+    let ingress = parts.ingress.clone();
+    let (task_sink, task_shutdown) = (sink.clone() as Arc<dyn InboundSink>, shutdown.clone());
+    let task = tokio::spawn(async move { ingress.run(task_sink, task_shutdown).await });
+    Running {
+        sink,
+        shutdown,
+        task,
+        outbound: parts.outbound,
+    }
+}
+
+#[tokio::test]
+async fn socket_mode_hands_over_dms_and_mentions_once_and_acks_them() {
+    let fake = FakeSlack::start_with(options()).await;
+    let running = start(&fake.channel_yaml());
+    assert!(fake.wait_until(WAIT, |f| f.connections() == 1).await, "Herald connects");
+    let admin = fake.admin();
+    let ts = fake.send_dm(&admin, "hello there").await;
+    let target = fake.group();
+    fake.send_group(&fake.stranger(), &target, "not for you", false).await;
+    fake.send_group(&fake.stranger(), &target, "what's the time?", true)
+        .await;
+    let messages = running.sink.wait_for(3).await;
+    let dm = &messages[0];
+    assert_eq!(dm.conversation.id.as_str(), format!("slack:{}", fake.dm_chat(&admin)));
+    assert_eq!(dm.conversation.kind, ConversationKind::Direct);
+    assert_eq!(dm.sender.id.as_str(), "slack:U0ADMIN001");
+    assert_eq!(dm.sender.display_name, "Ada Lovelace");
+    assert_eq!(dm.platform_message_id, format!("{}:{ts}", fake.dm_chat(&admin)));
+    assert!(!messages[1].mentions_bot);
+    let mention = &messages[2];
+    assert!(mention.mentions_bot);
+    assert_eq!(mention.text, "what's the time?");
+    assert_eq!(mention.conversation.thread, target.thread);
+    assert_eq!(mention.conversation.chat, GENERAL);
+    // Every envelope (the app_mention and its message event included) is acked.
+    assert!(fake.wait_until(WAIT, |f| f.unacked() == 0).await);
+    assert_eq!(
+        running.sink.messages().len(),
+        3,
+        "the app_mention's twin is not handed over again"
+    );
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_bots_own_and_other_bots_messages_never_reach_the_sink() {
+    let fake = FakeSlack::start_with(options()).await;
+    let running = start(&fake.channel_yaml());
+    assert!(fake.wait_until(WAIT, |f| f.connections() == 1).await);
+    let target = fake.group();
+    fake.send_own_message(&target, "I said this").await;
+    fake.send_bot_message(&target, "<@U0HERALD01> build passed");
+    fake.send_event(
+        json!({"type": "member_joined_channel", "user": "U0NEW00001", "channel": GENERAL,
+        "channel_type": "C", "team": "T0HERALD01"}),
+    );
+    fake.send_dm(&fake.admin(), "after them").await;
+    let messages = running.sink.wait_for(1).await;
+    assert!(fake.wait_until(WAIT, |f| f.unacked() == 0).await);
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].text, "after them");
+    assert_eq!(running.sink.calls.load(Ordering::SeqCst), 1);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_event_the_queue_could_not_take_is_not_acked_and_comes_again() {
+    let fake = FakeSlack::start_with(options()).await;
+    let running = start(&fake.channel_yaml());
+    running.sink.failures.store(1, Ordering::SeqCst);
+    assert!(fake.wait_until(WAIT, |f| f.connections() == 1).await);
+    fake.send_dm(&fake.admin(), "keep me").await;
+    let messages = running.sink.wait_for(1).await;
+    assert_eq!(messages[0].text, "keep me");
+    assert_eq!(running.sink.calls.load(Ordering::SeqCst), 2, "refused once, then taken");
+    assert!(fake.wait_until(WAIT, |f| f.unacked() == 0).await);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_refreshed_connection_is_reopened_and_events_keep_coming() {
+    let fake = FakeSlack::start_with(options()).await;
+    let running = start(&fake.channel_yaml());
+    assert!(fake.wait_until(WAIT, |f| f.connections() == 1).await);
+    fake.send_dm(&fake.admin(), "before").await;
+    running.sink.wait_for(1).await;
+    let opened = fake.calls().iter().filter(|m| *m == "apps.connections.open").count();
+    fake.request_reconnect("refresh_requested");
+    assert!(
+        fake.wait_until(WAIT, |f| f
+            .calls()
+            .iter()
+            .filter(|m| *m == "apps.connections.open")
+            .count()
+            > opened
+            && f.connections() == 1)
+            .await
+    );
+    fake.send_dm(&fake.admin(), "after").await;
+    let messages = running.sink.wait_for(2).await;
+    assert_eq!(messages[1].text, "after");
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn replies_go_to_the_thread_in_chunks_and_wait_out_a_429() {
+    let fake = FakeSlack::start_with(options()).await;
+    let running = start(&fake.channel_yaml());
+    let target: GroupTarget = fake.group();
+    let conversation = herald_core::ConversationRef {
+        id: herald_core::ConversationId::new(format!("slack:{GENERAL}/{}", target.thread.clone().unwrap())),
+        channel: herald_core::ChannelName::new("slack"),
+        kind: ConversationKind::Group,
+        chat: GENERAL.into(),
+        thread: target.thread.clone(),
+    };
+    fake.throttle_next(1, Duration::from_secs(1));
+    let text = "word ".repeat(1700);
+    let sent = running
+        .outbound
+        .send(&OutboundMessage {
+            conversation,
+            text: format!("{text}\n\na < b & c"),
+            reply_to: Some("C0GENERAL1:1.000001".into()),
+        })
+        .await
+        .expect("delivered");
+    let posts = fake.sent();
+    assert_eq!(sent.platform_message_ids.len(), posts.len());
+    assert!(posts.len() >= 3, "{} posts", posts.len());
+    assert!(posts.iter().all(|p| p.thread == target.thread && p.chat == GENERAL));
+    assert!(posts.iter().all(|p| p.text.chars().count() <= fake.message_limit()));
+    assert!(posts.last().unwrap().text.ends_with("a &lt; b &amp; c"));
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn wrong_tokens_stop_the_channel_and_probe_names_the_bot() {
+    let fake = FakeSlack::start_with(options()).await;
+    let good = slack::build(&config(&fake.channel_yaml())).unwrap();
+    let description = good.ingress.probe().await.expect("the probe passes");
+    assert!(
+        description.contains("herald (U0HERALD01) in Herald Fake"),
+        "{description}"
+    );
+    let wrong_bot = fake.channel_yaml().replace(BOT_TOKEN, "xoxb-wrong");
+    let err = start(&wrong_bot).task.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("invalid_auth"), "{err}");
+    let wrong_app = fake.channel_yaml().replace("xapp-1-A0HERALD01", "xapp-1-WRONG");
+    let err = start(&wrong_app).task.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("app_token"), "{err}");
+}
+
+fn free_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+#[tokio::test]
+async fn the_events_api_checks_signatures_answers_the_challenge_and_dedupes_retries() {
+    let fake = FakeSlack::start_with(options()).await;
+    let listen = free_port();
+    let running = start(&fake.events_channel_yaml(listen));
+    fake.set_events_url(format!("http://{listen}/slack/events"));
+    // Herald binds its endpoint after auth.test; ask until it answers.
+    let mut challenge = None;
+    for _ in 0..100 {
+        challenge = fake
+            .verify_url("3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P")
+            .await;
+        if challenge.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        challenge,
+        Some((200, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P".into()))
+    );
+    let body = fake.event_callback_body(json!({"type": "message", "channel": "D0ADMIN001", "user": "U0ADMIN001",
+        "text": "forged", "ts": "1700000000.000001", "channel_type": "im"}));
+    let now = chrono::Utc::now().timestamp() as u64;
+    let forged = fake
+        .push_raw(&body, now, &signature("not-the-secret", now, &body))
+        .await;
+    assert_eq!(forged.map(|(status, _)| status), Some(401));
+    let stale = now - 301;
+    let replayed = fake
+        .push_raw(&body, stale, &signature(SIGNING_SECRET, stale, &body))
+        .await;
+    assert_eq!(replayed.map(|(status, _)| status), Some(401));
+    assert!(running.sink.messages().is_empty());
+    // The first delivery finds the queue down: Herald answers 500 and Slack retries.
+    running.sink.failures.store(1, Ordering::SeqCst);
+    fake.send_group(&fake.stranger(), &fake.group(), "over http", true)
+        .await;
+    let messages = running.sink.wait_for(1).await;
+    assert_eq!(messages[0].text, "over http");
+    assert!(
+        fake.wait_until(WAIT, |f| f
+            .push_log()
+            .iter()
+            .any(|p| p.retry_num > 0 && p.status == Some(200)))
+            .await,
+        "{:?}",
+        fake.push_log()
+    );
+    assert!(fake.wait_until(WAIT, |f| f.push_log().len() >= 3).await);
+    assert_eq!(
+        running.sink.messages().len(),
+        1,
+        "the app_mention and message twins and the retry make one message"
+    );
+    running.stop().await.unwrap();
+}
