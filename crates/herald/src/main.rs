@@ -55,6 +55,11 @@ enum Command {
         #[command(subcommand)]
         command: commands::schedule::ScheduleCli,
     },
+    /// List pairing requests and approve them.
+    Pair {
+        #[command(subcommand)]
+        command: commands::pair::PairCli,
+    },
     /// Show how the last prompt of a conversation was built.
     Explain {
         /// The conversation id, such as `local:owner` or `telegram:123456789`.

@@ -120,3 +120,48 @@ async fn doctor_checks_the_token_with_get_me_and_never_prints_it() {
     assert!(report.contains("FAIL channel telegram"), "{report}");
     assert!(!report.contains("wrong-secret"), "{report}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_approves_a_pairing_code_from_the_command_line() {
+    let setup = Setup::new(FakeTelegram::start().await).await;
+    let herald = setup.start().await;
+    let stranger = setup.platform.stranger();
+    setup.platform.send_dm(&stranger, "let me in").await;
+    let sent = setup.sent(1, REPLY, &herald).await;
+    let code = sent[0]
+        .text
+        .split("/pair approve ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no pairing code in {:?}", sent[0].text))
+        .to_owned();
+
+    let pair = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+            .arg("--config")
+            .arg(&setup.config)
+            .arg("pair")
+            .args(args)
+            .output()
+            .expect("run herald pair")
+    };
+    let listed = pair(&["list"]);
+    let listed_text = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(listed_text.contains(&code), "{listed_text}");
+    assert!(
+        listed_text.contains(&format!("telegram:{}", stranger.id)),
+        "{listed_text}"
+    );
+
+    let wrong = pair(&["approve", "ZZZZZZ"]);
+    assert!(!wrong.status.success(), "an unknown code is an error");
+    let approved = pair(&["approve", &code.to_lowercase()]);
+    assert!(approved.status.success(), "{approved:?}");
+
+    setup.platform.send_dm(&stranger, "thanks").await;
+    let sent = setup.sent(2, REPLY, &herald).await;
+    assert_eq!(sent[1].text, "echo: thanks");
+    // The code was used up.
+    assert!(!pair(&["approve", &code]).status.success());
+}

@@ -4,6 +4,7 @@
 mod chat;
 mod doctor;
 mod explain;
+pub mod pair;
 mod run;
 pub mod schedule;
 pub mod skills;
@@ -64,6 +65,11 @@ pub async fn dispatch(config_path: PathBuf, command: Command) -> Result<ExitCode
             logging::init(&config.log, Some("warn"));
             let app = App::open(config).await?;
             schedule::schedule(app, command).await
+        }
+        Command::Pair { command } => {
+            logging::init(&config.log, Some("warn"));
+            let app = App::open(config).await?;
+            pair::pair(app, command).await
         }
         Command::Doctor => unreachable!("handled above"),
     }
