@@ -126,6 +126,12 @@ impl Agent {
         let task = &lease.task;
         let span = info_span!("task", task = %task.id, conversation = %task.conversation, attempt = task.attempt);
         async {
+            let started = std::time::Instant::now();
+            let channel = lease.task.channel.to_string();
+            // How long the task waited on the queue before a worker took it.
+            let waited = (chrono::Utc::now() - lease.task.enqueued_at).to_std().unwrap_or_default();
+            metrics::histogram!("herald_queue_wait_seconds", "channel" => channel.clone())
+                .record(waited.as_secs_f64());
             let keeper = self.keep_lease_alive(lease.clone());
             let heartbeat = self.heartbeat_limit(&lease.task.payload);
             let result = match heartbeat {
@@ -178,6 +184,14 @@ impl Agent {
                     }
                 },
             };
+            let outcome_label = match finish {
+                Some(Finish::Done) => "completed",
+                Some(Finish::Dead) => "dead",
+                None => "retried",
+            };
+            metrics::histogram!("herald_turn_duration_seconds", "channel" => channel.clone(), "outcome" => outcome_label)
+                .record(started.elapsed().as_secs_f64());
+            metrics::counter!("herald_turns_total", "channel" => channel, "outcome" => outcome_label).increment(1);
             if let Some(outcome) = finish {
                 debug!(?outcome, "task finished");
                 let _ = self.events.send(TaskFinished {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use herald_core::{
-    Admins, Admission, Clock, ConversationKind, ConversationStore, InboundMessage, InboundSink, NewTask, Outbound,
-    OutboundMessage, StoreError, TaskQueue,
+    Admins, Admission, ChannelName, ChannelStatus, Clock, ConversationKind, ConversationStore, Enqueued,
+    InboundMessage, InboundSink, NewTask, Outbound, OutboundMessage, StoreError, TaskQueue,
 };
 use tracing::{info, warn};
 
@@ -21,6 +21,8 @@ pub struct Gateway {
     pub admins: Admins,
     pub access: AccessConfig,
     pub clock: Arc<dyn Clock>,
+    /// Where adapters' connection reports go (for `/readyz`).
+    pub status: ChannelStatus,
 }
 
 impl Gateway {
@@ -99,6 +101,27 @@ impl Gateway {
 #[async_trait]
 impl InboundSink for Gateway {
     async fn accept(&self, message: InboundMessage) -> Result<Admission, StoreError> {
+        let channel = message.conversation.channel.to_string();
+        let admission = self.admit(message).await;
+        let outcome = match &admission {
+            Ok(Admission::Queued(Enqueued::New(_))) => "queued",
+            Ok(Admission::Queued(Enqueued::Duplicate(_))) => "duplicate",
+            Ok(Admission::Ignored) => "ignored",
+            Ok(Admission::Denied { .. }) => "denied",
+            Err(_) => "error",
+        };
+        metrics::counter!("herald_inbound_messages_total", "channel" => channel, "outcome" => outcome).increment(1);
+        admission
+    }
+
+    fn connected(&self, channel: &ChannelName, connected: bool) {
+        self.status.set(channel, connected);
+    }
+}
+
+impl Gateway {
+    /// Access control and queueing for one message; see [`InboundSink::accept`].
+    async fn admit(&self, message: InboundMessage) -> Result<Admission, StoreError> {
         // In groups Herald answers only when addressed (mentioned, replied
         // to, or in a channel configured to answer everything).
         if message.conversation.kind == ConversationKind::Group && !message.mentions_bot {

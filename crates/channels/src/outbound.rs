@@ -154,18 +154,31 @@ impl<S: PlatformSender> Delivery<S> {
         loop {
             tries += 1;
             self.wait_for_rate(conversation).await;
+            let channel = self.sender.channel();
             match self.sender.send_chunk(conversation, text, reply_to).await {
-                Ok(id) => return Ok(id),
+                Ok(id) => {
+                    metrics::counter!("herald_messages_sent_total", "channel" => channel.to_string()).increment(1);
+                    return Ok(id);
+                }
                 Err(ChannelError::RateLimited { retry_after }) if tries < MAX_TRIES => {
-                    warn!(channel = %self.sender.channel(), ?retry_after, "platform rate limit; waiting as asked");
+                    metrics::counter!("herald_platform_rate_limited_total", "channel" => channel.to_string())
+                        .increment(1);
+                    warn!(channel = %channel, ?retry_after, "platform rate limit; waiting as asked");
                     tokio::time::sleep(retry_after).await;
                 }
                 Err(ChannelError::Transient(reason)) if tries < MAX_TRIES => {
-                    debug!(channel = %self.sender.channel(), reason = %reason, ?backoff, "send failed; retrying");
+                    debug!(channel = %channel, reason = %reason, ?backoff, "send failed; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
-                Err(err) => return Err(err),
+                Err(err) => {
+                    if matches!(err, ChannelError::RateLimited { .. }) {
+                        metrics::counter!("herald_platform_rate_limited_total", "channel" => channel.to_string())
+                            .increment(1);
+                    }
+                    metrics::counter!("herald_send_failures_total", "channel" => channel.to_string()).increment(1);
+                    return Err(err);
+                }
             }
         }
     }

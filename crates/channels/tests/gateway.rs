@@ -78,6 +78,7 @@ impl Harness {
                 pairing_code_ttl: Duration::from_secs(600),
             },
             clock: self.clock.clone(),
+            status: Default::default(),
         }
     }
 

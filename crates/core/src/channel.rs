@@ -75,6 +75,14 @@ pub trait ChannelIngress: Send + Sync {
     /// Checks credentials and reachability for `herald doctor`; returns a
     /// short description (the bot's name) on success.
     async fn probe(&self) -> Result<String, ChannelError>;
+
+    /// Whether only one process at a time may run this ingress: a long poll
+    /// (Telegram's `getUpdates`), a gateway session (Discord), a mailbox
+    /// (IMAP). Ingress that tolerates several consumers (webhooks, Slack
+    /// Socket Mode with event dedup) says `false` and runs in every process.
+    fn exclusive(&self) -> bool {
+        true
+    }
 }
 
 /// Where channel adapters put what they receive. Implemented by the gateway:
@@ -83,6 +91,38 @@ pub trait ChannelIngress: Send + Sync {
 #[async_trait]
 pub trait InboundSink: Send + Sync {
     async fn accept(&self, message: InboundMessage) -> Result<Admission, StoreError>;
+
+    /// The ingress of `channel` is receiving from its platform (`true`: a
+    /// poll answered, the gateway is ready, the socket or endpoint is up) or
+    /// has lost that (`false`). Readiness checks report it.
+    fn connected(&self, _channel: &ChannelName, _connected: bool) {}
+}
+
+/// Which channels' ingress is connected, as their adapters last reported
+/// through [`InboundSink::connected`]. Cheap to clone; clones share state.
+#[derive(Clone, Debug, Default)]
+pub struct ChannelStatus {
+    connected: Arc<std::sync::Mutex<BTreeMap<ChannelName, bool>>>,
+}
+
+impl ChannelStatus {
+    pub fn set(&self, channel: &ChannelName, connected: bool) {
+        self.connected
+            .lock()
+            .expect("channel status lock")
+            .insert(channel.clone(), connected);
+    }
+
+    /// This process does not receive from `channel` (another one does).
+    pub fn forget(&self, channel: &ChannelName) {
+        self.connected.lock().expect("channel status lock").remove(channel);
+    }
+
+    /// Every channel this process expects, with whether it is connected.
+    pub fn snapshot(&self) -> Vec<(ChannelName, bool)> {
+        let connected = self.connected.lock().expect("channel status lock");
+        connected.iter().map(|(name, up)| (name.clone(), *up)).collect()
+    }
 }
 
 /// What became of an inbound message.

@@ -13,6 +13,7 @@ pub mod history;
 pub mod ids;
 pub mod json;
 pub mod llm;
+pub mod lock;
 pub mod message;
 pub mod retry;
 pub mod schedule;
@@ -22,10 +23,13 @@ pub mod time;
 pub mod tools;
 
 pub use access::Admins;
-pub use channel::{Admission, ChannelError, ChannelIngress, ChannelOutbound, InboundSink, Outbound, SentMessage};
+pub use channel::{
+    Admission, ChannelError, ChannelIngress, ChannelOutbound, ChannelStatus, InboundSink, Outbound, SentMessage,
+};
 pub use history::{HistoryEntry, NewHistoryEntry, Role};
 pub use ids::{ActorId, ChannelName, ConversationId, TaskId};
 pub use llm::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, ToolCall, ToolSpec, Usage};
+pub use lock::{ExclusiveLocks, HeldLock};
 pub use message::{Attachment, ConversationKind, ConversationRef, InboundMessage, OutboundMessage, Sender};
 pub use retry::{Backoff, RetryClass};
 pub use schedule::{NewSchedule, Schedule, ScheduleId, ScheduleStore};

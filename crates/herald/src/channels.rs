@@ -4,14 +4,15 @@
 //! it needs the outbound half to answer pairing requests.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use herald_channels::config::ChannelsConfig;
 use herald_channels::gateway::Gateway;
-use herald_core::{Admins, ChannelIngress, ConversationStore, InboundSink, Outbound};
+use herald_core::{Admins, ChannelIngress, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, Outbound};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, error, info, info_span};
+use tracing::{Instrument, error, info, info_span, warn};
 
 use crate::app::App;
 
@@ -49,7 +50,7 @@ pub fn build(config: &ChannelsConfig, store: Option<Arc<dyn ConversationStore>>)
     Ok(Channels { outbound, ingress })
 }
 
-pub fn gateway(app: &App, outbound: Outbound) -> Arc<dyn InboundSink> {
+pub fn gateway(app: &App, outbound: Outbound, status: ChannelStatus) -> Arc<dyn InboundSink> {
     Arc::new(Gateway {
         queue: app.storage.queue(),
         store: app.storage.conversations(),
@@ -57,13 +58,23 @@ pub fn gateway(app: &App, outbound: Outbound) -> Arc<dyn InboundSink> {
         admins: Admins::new(app.config.admins.iter().cloned()),
         access: app.config.access.clone(),
         clock: app.clock.clone(),
+        status,
     })
 }
 
-/// Starts every ingress; each runs until `shutdown`.
+/// How often a process without an exclusive ingress tries to take it over,
+/// and how often the holder checks it still holds it.
+const LOCK_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Starts every ingress; each runs until `shutdown`. An ingress that must
+/// have a single consumer ([`ChannelIngress::exclusive`]) runs only while
+/// this process holds its lock in `locks`: the others wait on standby and
+/// one takes over within seconds when the holder dies.
 pub fn spawn_ingress(
     ingress: &[Arc<dyn ChannelIngress>],
     sink: Arc<dyn InboundSink>,
+    locks: Arc<dyn ExclusiveLocks>,
+    status: ChannelStatus,
     shutdown: CancellationToken,
 ) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
@@ -71,16 +82,88 @@ pub fn spawn_ingress(
         let channel = channel.clone();
         let sink = sink.clone();
         let shutdown = shutdown.clone();
+        let locks = locks.clone();
+        let status = status.clone();
         let span = info_span!("ingress", channel = %channel.channel());
         tasks.spawn(
             async move {
-                info!("receiving");
-                if let Err(err) = channel.run(sink, shutdown).await {
-                    error!(error = %err, "channel stopped receiving");
+                if channel.exclusive() {
+                    run_exclusive(channel, sink, locks.as_ref(), &status, shutdown).await;
+                } else {
+                    status.set(&channel.channel(), false);
+                    run_receiving(channel.as_ref(), sink, shutdown).await;
                 }
             }
             .instrument(span),
         );
     }
     tasks
+}
+
+async fn run_receiving(channel: &dyn ChannelIngress, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) {
+    info!("receiving");
+    if let Err(err) = channel.run(sink.clone(), shutdown).await {
+        error!(error = %err, "channel stopped receiving");
+    }
+    sink.connected(&channel.channel(), false);
+}
+
+/// Holds the channel's lock while running it; contends again when the lock
+/// is lost (the database connection behind it went away).
+async fn run_exclusive(
+    channel: Arc<dyn ChannelIngress>,
+    sink: Arc<dyn InboundSink>,
+    locks: &dyn ExclusiveLocks,
+    status: &ChannelStatus,
+    shutdown: CancellationToken,
+) {
+    let name = format!("ingress:{}", channel.channel());
+    let mut waiting_logged = false;
+    while !shutdown.is_cancelled() {
+        let held = match locks.try_acquire(&name).await {
+            Ok(held) => held,
+            Err(err) => {
+                warn!(error = %err, "could not ask for the ingress lock");
+                None
+            }
+        };
+        let Some(mut held) = held else {
+            if !waiting_logged {
+                info!("another process receives from this channel; standing by");
+                waiting_logged = true;
+            }
+            // A standby process is not expected to be connected.
+            status.forget(&channel.channel());
+            tokio::select! {
+                () = tokio::time::sleep(LOCK_INTERVAL) => continue,
+                () = shutdown.cancelled() => return,
+            }
+        };
+        waiting_logged = false;
+        status.set(&channel.channel(), false);
+        let stop = shutdown.child_token();
+        let running = run_receiving(channel.as_ref(), sink.clone(), stop.clone());
+        tokio::pin!(running);
+        let lost = loop {
+            tokio::select! {
+                () = &mut running => break false,
+                () = tokio::time::sleep(LOCK_INTERVAL) => {
+                    if !held.still_held().await {
+                        break true;
+                    }
+                }
+            }
+        };
+        if lost {
+            warn!("lost the ingress lock; stopping this channel's ingress so another process can take it");
+            stop.cancel();
+            running.await;
+        }
+        held.release().await;
+        if !lost {
+            // The ingress ended by itself: shutdown, or an error it cannot
+            // get past (a wrong token). Another process would fail alike.
+            return;
+        }
+    }
 }

@@ -8,6 +8,7 @@ pub mod channels;
 pub mod commands;
 pub mod config;
 pub mod logging;
+pub mod observability;
 pub mod schedules;
 pub mod shutdown;
 
@@ -33,7 +34,11 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Start everything configured: channels, workers, scheduler.
-    Run,
+    Run {
+        /// `ingress` receives and schedules, `worker` serves the queue, `all` does both.
+        #[arg(long, value_enum, default_value_t = commands::run::Role::All)]
+        role: commands::run::Role,
+    },
     /// Talk to Herald from this terminal: one message per line on stdin.
     Chat {
         /// Who you are; the conversation is `local:NAME` (default: your OS user name).

@@ -33,7 +33,10 @@ impl<M: ChatModel> ChatModel for Retrying<M> {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut attempt = 1;
         loop {
-            let error = match self.inner.complete(request.clone()).await {
+            let started = std::time::Instant::now();
+            let answer = self.inner.complete(request.clone()).await;
+            record_attempt(&answer, started.elapsed());
+            let error = match answer {
                 Ok(response) => return Ok(response),
                 Err(error) => error,
             };
@@ -57,6 +60,25 @@ impl<M: ChatModel> ChatModel for Retrying<M> {
             tokio::time::sleep(wait).await;
             attempt += 1;
         }
+    }
+}
+
+/// Latency of every attempt, tokens of every answer, errors by retry class.
+fn record_attempt(answer: &Result<ChatResponse, LlmError>, took: std::time::Duration) {
+    let outcome = match answer {
+        Ok(_) => "ok",
+        Err(error) => match error.retry_class() {
+            RetryClass::Fatal => "fatal",
+            RetryClass::Transient => "transient",
+            RetryClass::RetryAfter(_) => "rate_limited",
+        },
+    };
+    metrics::histogram!("herald_model_request_duration_seconds", "outcome" => outcome).record(took.as_secs_f64());
+    metrics::counter!("herald_model_requests_total", "outcome" => outcome).increment(1);
+    if let Ok(ChatResponse { usage: Some(usage), .. }) = answer {
+        metrics::counter!("herald_model_tokens_total", "kind" => "prompt").increment(u64::from(usage.prompt_tokens));
+        metrics::counter!("herald_model_tokens_total", "kind" => "completion")
+            .increment(u64::from(usage.completion_tokens));
     }
 }
 

@@ -47,6 +47,11 @@ impl TaskCalls {
     }
 }
 
+/// Counts a tool call that policy or validation stopped before it ran.
+fn refused(reason: &'static str) {
+    metrics::counter!("herald_skill_calls_refused_total", "reason" => reason).increment(1);
+}
+
 impl SkillToolbox {
     pub(crate) async fn invoke_call(&self, scope: &TurnScope, call: &ToolCall, ordinal: u32) -> ToolOutput {
         let is_admin = self.is_admin(scope);
@@ -54,7 +59,10 @@ impl SkillToolbox {
             let registry = self.registry.read().expect("registry lock");
             match registry.core(&call.name) {
                 Some(skill) => (Arc::clone(skill), registry.is_enabled(&skill.spec().name)),
-                None => return ToolOutput::error(format!("no tool named `{}` exists", call.name)),
+                None => {
+                    refused("unknown_tool");
+                    return ToolOutput::error(format!("no tool named `{}` exists", call.name));
+                }
             }
         };
         let spec = skill.spec();
@@ -66,29 +74,36 @@ impl SkillToolbox {
                 task = %scope.task,
                 "refused an elevated skill for a non-admin"
             );
+            refused("elevated");
             return ToolOutput::error(format!(
                 "`{}` is for admins only; it was not run. Tell the user you cannot do this for them.",
                 spec.name
             ));
         }
         if !enabled {
+            refused("disabled");
             return ToolOutput::error(format!("`{}` is disabled by an admin; it was not run", spec.name));
         }
         let arguments: Value = match call.arguments.trim() {
             "" => Value::Object(Default::default()),
             text => match serde_json::from_str(text) {
                 Ok(value) => value,
-                Err(err) => return ToolOutput::error(format!("arguments are not valid JSON ({err}); nothing was run")),
+                Err(err) => {
+                    refused("invalid_arguments");
+                    return ToolOutput::error(format!("arguments are not valid JSON ({err}); nothing was run"));
+                }
             },
         };
         let view = self.view(is_admin);
         if let Err(errors) = crate::schema::validate(&arguments, &skill.parameters(&view)) {
+            refused("invalid_arguments");
             return ToolOutput::error(format!("invalid arguments: {}; nothing was run", errors.join("; ")));
         }
         let canonical = herald_core::json::canonical(&arguments);
         if spec.policy.dangerous && self.services.config.autonomy != Autonomy::Full {
             if !is_admin {
                 tracing::warn!(skill = %spec.name, task = %scope.task, "refused a dangerous skill for a non-admin");
+                refused("dangerous");
                 return ToolOutput::error(format!(
                     "`{}` needs an admin's confirmation and only admins may ask for it; it was not run",
                     spec.name

@@ -18,6 +18,7 @@
 
 mod config;
 mod error;
+mod locks;
 mod migrations;
 mod postgres;
 mod rows;
@@ -29,7 +30,7 @@ mod wake;
 
 use std::sync::Arc;
 
-use herald_core::{Clock, ConversationStore, ScheduleStore, StoreError, TaskQueue};
+use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, StoreError, TaskQueue};
 
 pub use crate::config::{QueueConfig, StorageConfig};
 use crate::postgres::PgStore;
@@ -100,6 +101,14 @@ impl Storage {
         match &self.engine {
             Backend::Sqlite(store) => store.clone(),
             Backend::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// Locks that one process at a time holds, for single-consumer ingress.
+    pub fn locks(&self) -> Arc<dyn ExclusiveLocks> {
+        match &self.engine {
+            Backend::Sqlite(store) => store.locks.clone(),
+            Backend::Postgres(store) => store.locks.clone(),
         }
     }
 

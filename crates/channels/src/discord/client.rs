@@ -22,7 +22,10 @@ use herald_core::channel::ChannelIngress;
 use herald_core::{ChannelError, ChannelName, ConversationRef, InboundSink};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
-use serenity::all::{ChannelId, Context, EventHandler, GatewayError, GatewayIntents, Message};
+use serenity::all::{
+    ChannelId, ConnectionStage, Context, EventHandler, GatewayError, GatewayIntents, Message, Ready, ResumedEvent,
+    ShardStageUpdateEvent,
+};
 use serenity::http::{HttpBuilder, LightMethod, Request, Route};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -262,7 +265,9 @@ impl ChannelIngress for DiscordIngress {
     async fn run(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
         let mut delay = Duration::from_secs(1);
         loop {
-            match self.session(sink.as_ref(), &shutdown).await {
+            let ended = self.session(sink.as_ref(), &shutdown).await;
+            sink.connected(&ChannelName::new(CHANNEL), false);
+            match ended {
                 Ok(()) => return Ok(()),
                 Err(err @ ChannelError::Fatal(_)) => return Err(err),
                 Err(err) => {
@@ -304,8 +309,11 @@ impl DiscordIngress {
         loop {
             tokio::select! {
                 biased;
-                message = events.recv() => match message {
-                    Some(message) => self.handle(sink, &mut places, bot.id, message, shutdown).await,
+                event = events.recv() => match event {
+                    Some(GatewayEvent::Message(message)) => {
+                        self.handle(sink, &mut places, bot.id, *message, shutdown).await;
+                    }
+                    Some(GatewayEvent::Connected(connected)) => sink.connected(&ChannelName::new(CHANNEL), connected),
                     None => return (&mut done).await.unwrap_or(Ok(())),
                 },
                 result = &mut done => return result.unwrap_or(Ok(())),
@@ -381,16 +389,37 @@ impl DiscordIngress {
     }
 }
 
+/// What the gateway thread tells the ingress, in the gateway's order.
+enum GatewayEvent {
+    Message(Box<Message>),
+    /// READY or RESUMED (`true`), or the shard left the connected stage.
+    Connected(bool),
+}
+
 /// Forwards gateway messages, in order, to the ingress.
 struct Forward {
-    events: mpsc::UnboundedSender<Message>,
+    events: mpsc::UnboundedSender<GatewayEvent>,
 }
 
 #[serenity::async_trait]
 impl EventHandler for Forward {
     async fn message(&self, _context: Context, message: Message) {
         // Before any await: see the module documentation on ordering.
-        let _ = self.events.send(message);
+        let _ = self.events.send(GatewayEvent::Message(Box::new(message)));
+    }
+
+    async fn ready(&self, _context: Context, _ready: Ready) {
+        let _ = self.events.send(GatewayEvent::Connected(true));
+    }
+
+    async fn resume(&self, _context: Context, _resumed: ResumedEvent) {
+        let _ = self.events.send(GatewayEvent::Connected(true));
+    }
+
+    async fn shard_stage_update(&self, _context: Context, update: ShardStageUpdateEvent) {
+        if update.new != ConnectionStage::Connected {
+            let _ = self.events.send(GatewayEvent::Connected(false));
+        }
     }
 }
 
@@ -398,7 +427,7 @@ fn spawn_gateway(
     authorization: String,
     api_base: String,
     gateway_url: String,
-    events: mpsc::UnboundedSender<Message>,
+    events: mpsc::UnboundedSender<GatewayEvent>,
     stop: CancellationToken,
 ) -> Result<oneshot::Receiver<Result<(), ChannelError>>, ChannelError> {
     let (done_tx, done_rx) = oneshot::channel();
@@ -421,7 +450,7 @@ async fn run_gateway(
     authorization: String,
     api_base: String,
     gateway_url: String,
-    events: mpsc::UnboundedSender<Message>,
+    events: mpsc::UnboundedSender<GatewayEvent>,
     stop: CancellationToken,
 ) -> Result<(), ChannelError> {
     let http = HttpBuilder::new(&authorization)

@@ -217,6 +217,7 @@ impl EmailIngress {
             };
         }
         info!(mailbox = %self.imap.mailbox, idle, "reading mail");
+        sink.connected(&ChannelName::new(CHANNEL), true);
         loop {
             if !self.read_new(&mut session, &mut cursor, sink, shutdown).await? {
                 return Ok(());
@@ -258,7 +259,9 @@ impl ChannelIngress for EmailIngress {
     async fn run(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
         let mut delay = Duration::from_secs(1);
         loop {
-            match self.session(sink.as_ref(), &shutdown).await {
+            let ended = self.session(sink.as_ref(), &shutdown).await;
+            sink.connected(&ChannelName::new(CHANNEL), false);
+            match ended {
                 Ok(()) => return Ok(()),
                 Err(ChannelError::Fatal(reason)) => return Err(ChannelError::Fatal(reason)),
                 Err(err) => {

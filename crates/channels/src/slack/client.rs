@@ -353,6 +353,7 @@ impl SlackIngress {
             Err(err) => warn!(error = %err, "apps.connections.open failed; the listener will retry"),
             Ok(()) => {}
         }
+        let sink = handler.sink.clone();
         let callbacks = SlackSocketModeListenerCallbacks::new().with_push_events(on_push_event);
         let environment = Arc::new(
             SlackClientEventsListenerEnvironment::new(self.api.client.clone())
@@ -364,6 +365,9 @@ impl SlackIngress {
         listener.listen_for(&app_token).await.map_err(classify)?;
         listener.start().await;
         info!(connections = self.connections, "receiving Slack events by Socket Mode");
+        // The listener reconnects by itself and does not say when; connected
+        // here means its connections were opened.
+        sink.connected(&ChannelName::new(CHANNEL), true);
         shutdown.cancelled().await;
         listener.shutdown().await;
         Ok(())
@@ -377,6 +381,7 @@ impl SlackIngress {
         let listener = tokio::net::TcpListener::bind(self.listen)
             .await
             .map_err(|err| ChannelError::Fatal(format!("cannot listen on {}: {err}", self.listen)))?;
+        handler.sink.connected(&ChannelName::new(CHANNEL), true);
         let state = Arc::new(Endpoint { handler, secret });
         let app = Router::new()
             .route(&self.events_path, post(events_endpoint))
@@ -414,6 +419,13 @@ impl ChannelIngress for SlackIngress {
             SlackMode::Socket => self.run_socket_mode(handler, shutdown).await,
             SlackMode::Events => self.run_events_api(handler, shutdown).await,
         }
+    }
+
+    /// Slack spreads events over every open Socket Mode connection (and an
+    /// Events API endpoint may sit behind a load balancer); redeliveries are
+    /// recognised by the queue's dedup key, so every process may receive.
+    fn exclusive(&self) -> bool {
+        false
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {

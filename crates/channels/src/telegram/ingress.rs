@@ -178,12 +178,17 @@ impl TelegramIngress {
             }
         };
         info!(bot = %bot.username, ?offset, "polling Telegram for updates");
+        // getMe and deleteWebhook answered: the bot is connected until a
+        // poll says otherwise.
+        let channel = ChannelName::new(CHANNEL);
+        sink.connected(&channel, true);
         let mut delay = Duration::from_secs(1);
         loop {
             let updates = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 updates = self.api.updates(offset, self.poll_timeout, self.allowed_updates()) => updates,
             };
+            sink.connected(&channel, updates.is_ok());
             let updates = match updates {
                 Ok(updates) => {
                     delay = Duration::from_secs(1);
@@ -266,6 +271,7 @@ impl TelegramIngress {
             return Ok(());
         }
         info!(bot = %bot.username, listen = %settings.listen, path = %path, "receiving Telegram updates by webhook");
+        sink.connected(&ChannelName::new(CHANNEL), true);
         let state = Arc::new(WebhookState {
             sink,
             bot,
@@ -338,6 +344,12 @@ impl ChannelIngress for TelegramIngress {
             TelegramMode::Polling => self.poll(sink, shutdown).await,
             TelegramMode::Webhook => self.serve_webhook(sink, shutdown).await,
         }
+    }
+
+    /// Telegram answers a second concurrent `getUpdates` with 409 Conflict;
+    /// webhooks may be served by every process behind a load balancer.
+    fn exclusive(&self) -> bool {
+        matches!(self.mode, TelegramMode::Polling)
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {

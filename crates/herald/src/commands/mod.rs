@@ -5,7 +5,7 @@ mod chat;
 mod doctor;
 mod explain;
 pub mod pair;
-mod run;
+pub mod run;
 pub mod schedule;
 pub mod skills;
 
@@ -31,10 +31,10 @@ pub async fn dispatch(config_path: PathBuf, command: Command) -> Result<ExitCode
     }
     let config = Config::load(&config_path)?;
     match command {
-        Command::Run => {
+        Command::Run { role } => {
             logging::init(&config.log, None);
             let app = App::open(config).await?;
-            run::run(app).await
+            run::run(app, role).await
         }
         Command::Chat { user, json } => {
             // The terminal is the conversation: only warnings go to stderr

@@ -43,6 +43,8 @@ pub struct Config {
     pub schedules: ScheduleConfig,
     #[serde(default)]
     pub log: LogConfig,
+    #[serde(default)]
+    pub observability: crate::observability::ObservabilityConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -42,6 +42,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
 /// One `#[tokio::test]` per scenario, for the fake `$start()` returns.
+#[allow(unused_macros)] // test files that use only `Setup` do not call it
 macro_rules! conformance_suite {
     ($platform:ident, $start:expr) => {
         mod $platform {
@@ -98,6 +99,26 @@ pub const REPLY: Duration = Duration::from_secs(30);
 /// How long a burst may take.
 pub const BURST: Duration = Duration::from_secs(120);
 
+/// How [`Setup::with_options`] writes herald.yaml.
+pub struct Options {
+    /// `storage.url`; a fresh SQLite file in the temporary directory when unset.
+    pub storage_url: Option<String>,
+    /// `access.unknown`.
+    pub access_unknown: &'static str,
+    /// Appended to herald.yaml (top-level keys not written otherwise).
+    pub extra: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            storage_url: None,
+            access_unknown: "pair",
+            extra: String::new(),
+        }
+    }
+}
+
 /// A fake platform, the scripted model, and a config for `herald run`.
 pub struct Setup<P: FakePlatform> {
     pub platform: P,
@@ -121,23 +142,38 @@ impl<P: FakePlatform> Setup<P> {
 
     /// `extra` is appended to herald.yaml (top-level keys not written here).
     pub async fn with_extra(platform: P, extra: &str) -> Self {
+        Self::with_options(
+            platform,
+            Options {
+                extra: extra.to_owned(),
+                ..Options::default()
+            },
+        )
+        .await
+    }
+
+    pub async fn with_options(platform: P, options: Options) -> Self {
         let model = ScriptedModel::start().await;
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("herald.yaml");
         let admin = platform.admin();
+        let storage_url = options
+            .storage_url
+            .unwrap_or_else(|| format!("sqlite://{}", dir.path().join("herald.db").display()));
         let text = format!(
-            "storage:\n  url: sqlite://{db}\n\
+            "storage:\n  url: {storage_url}\n\
              llm:\n  base_url: {base}\n  api_key: test-key\n  model: scripted\n  retry_base: 10ms\n  retry_max: 50ms\n\
              queue:\n  lease: 2s\n\
              admins: [\"{channel}:{admin}\"]\n\
-             access:\n  unknown: pair\n\
+             access:\n  unknown: {unknown}\n\
              log:\n  level: \"warn,herald=info,herald_agent=info\"\n\
              channels:\n  {channel}:\n{channel_yaml}{extra}",
-            db = dir.path().join("herald.db").display(),
             base = model.base_url(),
             channel = platform.channel(),
             admin = admin.id,
+            unknown = options.access_unknown,
             channel_yaml = platform.channel_yaml(),
+            extra = options.extra,
         );
         std::fs::write(&config, text).expect("write config");
         Self {
@@ -150,10 +186,17 @@ impl<P: FakePlatform> Setup<P> {
 
     /// Starts `herald run` and waits for its ready line.
     pub async fn start(&self) -> Running {
+        self.start_with(&[]).await
+    }
+
+    /// Starts `herald run ARGS…` (such as `--role worker`) and waits for its
+    /// ready line.
+    pub async fn start_with(&self, args: &[&str]) -> Running {
         let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
             .arg("--config")
             .arg(&self.config)
             .arg("run")
+            .args(args)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -227,6 +270,17 @@ impl Running {
             .await
             .is_ok();
         assert!(waited, "no {count} lines with {needle:?}:\n{}", self.stderr());
+    }
+
+    /// SIGTERM, then the exit status once the process ended.
+    pub async fn terminate(mut self, within: Duration) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("a running process").to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().await;
+        assert!(sent.is_ok_and(|status| status.success()), "kill -TERM {pid}");
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("herald did not stop within {within:?}:\n{}", self.stderr()))
+            .expect("wait for herald")
     }
 
     /// SIGKILL: no drain, no goodbye.

@@ -41,6 +41,7 @@ pub(crate) struct PgStore {
     /// Whether the listener is connected; without it idle workers poll.
     listening: Arc<AtomicBool>,
     listener: JoinHandle<()>,
+    pub(crate) locks: Arc<crate::locks::PgLocks>,
 }
 
 impl PgStore {
@@ -56,6 +57,10 @@ impl PgStore {
             .connect_with(options.clone())
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact(&storage.url))))?;
+        let locks = Arc::new(crate::locks::PgLocks {
+            options: options.clone(),
+            url: storage.url.clone(),
+        });
         let listener_pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
         let wakeup = Arc::new(Wakeup::default());
         let listening = Arc::new(AtomicBool::new(false));
@@ -75,6 +80,7 @@ impl PgStore {
             wakeup,
             listening,
             listener,
+            locks,
         })
     }
 

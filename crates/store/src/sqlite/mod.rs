@@ -43,6 +43,7 @@ pub(crate) struct SqliteStore {
     clock: Arc<dyn Clock>,
     queue: QueueConfig,
     wakeup: Wakeup,
+    pub(crate) locks: Arc<crate::locks::SqliteLocks>,
 }
 
 impl SqliteStore {
@@ -59,6 +60,9 @@ impl SqliteStore {
             .foreign_keys(true)
             .busy_timeout(storage.busy_timeout);
         let in_memory = storage.url.contains(":memory:") || storage.url.contains("mode=memory");
+        let locks = Arc::new(crate::locks::SqliteLocks {
+            database: (!in_memory).then(|| options.get_filename().to_path_buf()),
+        });
         let write = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(if in_memory { 1 } else { 0 })
@@ -82,6 +86,7 @@ impl SqliteStore {
             clock,
             queue: queue.clone(),
             wakeup: Wakeup::default(),
+            locks,
         })
     }
 

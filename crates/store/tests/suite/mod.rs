@@ -4,6 +4,7 @@
 
 pub mod concurrency;
 pub mod conversations;
+pub mod locks;
 pub mod queue;
 pub mod schedules;
 
@@ -116,6 +117,8 @@ macro_rules! backend_suite {
             schedules::a_fired_run_moves_the_schedule_once_and_a_finished_schedule_is_gone_from_lists,
             schedules::a_cancelled_schedule_is_removed,
             schedules::processes_sharing_the_database_fire_a_due_run_once,
+            locks::a_lock_has_one_holder_until_it_is_released,
+            locks::a_holder_that_goes_away_frees_its_lock,
         );
     };
     (@cases $setup:path; $($module:ident :: $case:ident),* $(,)?) => {
