@@ -139,10 +139,15 @@ pub fn message_id(channel: &str, ts: &str) -> String {
     format!("{channel}:{ts}")
 }
 
-/// `1515449522.000016` as a time.
+/// `1515449522.000016` as a time; `None` for a `ts` that is not one, such as
+/// one too large to count in microseconds.
 fn ts_time(ts: &str) -> Option<Timestamp> {
     let (seconds, micros) = ts.split_once('.')?;
-    let micros = seconds.parse::<i64>().ok()? * 1_000_000 + micros.parse::<i64>().ok()?;
+    let micros = seconds
+        .parse::<i64>()
+        .ok()?
+        .checked_mul(1_000_000)?
+        .checked_add(micros.parse::<i64>().ok()?)?;
     DateTime::from_timestamp_micros(micros)
 }
 

@@ -271,6 +271,24 @@ fn the_sender_and_the_time_come_from_the_event() {
 }
 
 #[test]
+fn a_ts_too_large_for_a_time_is_received_now() {
+    let now = Utc::now();
+    for ts in [
+        "15154497000030.00",
+        "9223372036854775807.999999",
+        "9223372036854.775808",
+    ] {
+        let event = json!({
+            "type": "message", "channel": "D024BE91L", "user": "U2147483697", "text": "hi",
+            "ts": ts, "channel_type": "im"
+        });
+        let message = inbound(&callback(event), &bot(), &Addressing::default(), now).unwrap();
+        assert_eq!(message.received_at, now, "{ts}");
+        assert_eq!(message.platform_message_id, format!("D024BE91L:{ts}"));
+    }
+}
+
+#[test]
 fn a_mention_and_its_message_event_share_one_dedup_key() {
     let mention = json!({
         "type": "app_mention", "user": "U061F7AUR", "text": "<@U0LAN0Z89> hi",

@@ -10,7 +10,7 @@
 use herald_core::{
     ActorId, Attachment, ChannelName, ConversationId, ConversationKind, ConversationRef, InboundMessage, Sender,
 };
-use teloxide::types::{Message, MessageEntityKind, MessageEntityRef, MessageKind, Update, UpdateKind, User};
+use teloxide::types::{Message, MessageEntity, MessageEntityKind, MessageKind, Update, UpdateKind, User};
 
 use super::config::ChatSelector;
 
@@ -70,8 +70,8 @@ fn inbound(
     }
     let sender = sender(message, bot)?;
     let (text, entities) = match (message.text(), message.caption()) {
-        (Some(text), _) => (text, message.parse_entities().unwrap_or_default()),
-        (None, Some(caption)) => (caption, message.parse_caption_entities().unwrap_or_default()),
+        (Some(text), _) => (text, message.entities().unwrap_or_default()),
+        (None, Some(caption)) => (caption, message.caption_entities().unwrap_or_default()),
         (None, None) => return Err("no text"),
     };
     let chat = message.chat.id.0.to_string();
@@ -89,7 +89,7 @@ fn inbound(
         .and_then(|reply| reply.from.as_ref())
         .is_some_and(|from| from.id.0 == bot.id);
     let listed = rules.respond_in.iter().any(|s| s.matches(&chat, thread.as_deref()));
-    let mentions_bot = kind == ConversationKind::Direct || listed || replies_to_bot || mentions(&entities, bot);
+    let mentions_bot = kind == ConversationKind::Direct || listed || replies_to_bot || mentions(text, entities, bot);
     let conversation_id = match &thread {
         Some(thread) => format!("{CHANNEL}:{chat}/{thread}"),
         None => format!("{CHANNEL}:{chat}"),
@@ -125,8 +125,11 @@ fn sender(message: &Message, bot: &BotIdentity) -> Result<Sender, &'static str> 
     if from.id.0 == bot.id {
         return Err("the bot's own message");
     }
-    // An anonymous group admin writes as the group itself.
-    if from.is_anonymous()
+    // An anonymous group admin writes as the group itself. Only the id is
+    // compared: `User::is_anonymous` and `User::is_telegram` also assert
+    // (in debug builds) the names Telegram gives these accounts, and an
+    // update is not to panic Herald whatever its names say.
+    if from.id.is_anonymous()
         && let Some(chat) = &message.sender_chat
     {
         return Ok(Sender {
@@ -134,7 +137,7 @@ fn sender(message: &Message, bot: &BotIdentity) -> Result<Sender, &'static str> 
             display_name: chat.title().unwrap_or("anonymous admin").to_owned(),
         });
     }
-    if from.is_telegram() {
+    if from.id.is_telegram() {
         return Err("a message from Telegram's service account");
     }
     if from.is_bot {
@@ -146,17 +149,37 @@ fn sender(message: &Message, bot: &BotIdentity) -> Result<Sender, &'static str> 
     })
 }
 
-fn mentions(entities: &[MessageEntityRef<'_>], bot: &BotIdentity) -> bool {
+fn mentions(text: &str, entities: &[MessageEntity], bot: &BotIdentity) -> bool {
     let handle = format!("@{}", bot.username);
-    entities.iter().any(|entity| match entity.kind() {
-        MessageEntityKind::Mention => entity.text().eq_ignore_ascii_case(&handle),
+    entities.iter().any(|entity| match &entity.kind {
+        MessageEntityKind::Mention => entity_text(text, entity).is_some_and(|t| t.eq_ignore_ascii_case(&handle)),
         MessageEntityKind::TextMention { user } => user.id.0 == bot.id,
-        MessageEntityKind::BotCommand => entity
-            .text()
-            .rsplit_once('@')
+        MessageEntityKind::BotCommand => entity_text(text, entity)
+            .and_then(|t| t.rsplit_once('@'))
             .is_some_and(|(_, name)| name.eq_ignore_ascii_case(&bot.username)),
         _ => false,
     })
+}
+
+/// The part of `text` an entity marks. Telegram counts its offset and length
+/// in UTF-16 code units; an entity that does not start and end on character
+/// boundaries inside the text marks nothing. (teloxide's `MessageEntityRef`
+/// panics on such an entity instead.)
+fn entity_text<'a>(text: &'a str, entity: &MessageEntity) -> Option<&'a str> {
+    let end = entity.offset.checked_add(entity.length)?;
+    let (mut start_byte, mut end_byte) = (None, None);
+    let mut utf16 = 0;
+    for (byte, c) in text.char_indices().chain([(text.len(), '\0')]) {
+        if utf16 == entity.offset {
+            start_byte = Some(byte);
+        }
+        if utf16 >= end {
+            end_byte = (utf16 == end).then_some(byte);
+            break;
+        }
+        utf16 += c.len_utf16();
+    }
+    text.get(start_byte?..end_byte?)
 }
 
 /// Drops a leading `@botname` and the `@botname` of `/command@botname`, so
@@ -202,7 +225,7 @@ fn attachments(message: &Message) -> Vec<Attachment> {
     }
     if let Some(largest) = message
         .photo()
-        .and_then(|sizes| sizes.iter().max_by_key(|p| p.width * p.height))
+        .and_then(|sizes| sizes.iter().max_by_key(|p| u64::from(p.width) * u64::from(p.height)))
     {
         found.push(Attachment {
             name: "photo.jpg".into(),

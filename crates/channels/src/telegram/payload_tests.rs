@@ -253,6 +253,69 @@ fn anonymous_admins_speak_as_their_group_and_captions_count_as_text() {
 }
 
 #[test]
+fn senders_are_judged_by_id_whatever_their_names_say() {
+    // The ids of Telegram's anonymous-admin and service accounts, with names
+    // those accounts never have: teloxide's `User::is_anonymous` and
+    // `User::is_telegram` assert the names in debug builds.
+    let anonymous = json!({"id": 1087968824, "is_bot": false, "first_name": "Group", "username": "GrounpAonymousBot"});
+    let mut by_admin = message(group(), anonymous, "@herald_test_bot status");
+    by_admin["sender_chat"] = group();
+    let inbound = accepted(&update("message", by_admin), &rules());
+    assert_eq!(inbound.sender.id.as_str(), "telegram:-4001");
+
+    let telegram = json!({"id": 777000, "is_bot": true, "first_name": "Not Telegram", "username": "x"});
+    assert_eq!(
+        classify(&update("message", message(group(), telegram, "hi")), &bot(), &rules()),
+        Classified::Ignored("a message from Telegram's service account")
+    );
+}
+
+#[test]
+fn entities_are_read_in_utf16_and_bad_ones_mark_nothing() {
+    let with_entities = |text: &str, entities: Value| {
+        let mut message = message(group(), ann(), text);
+        message["entities"] = entities;
+        classify(&update("message", message), &bot(), &rules())
+    };
+    // After an emoji (two UTF-16 units) the mention starts at offset 3.
+    let Classified::Message(inbound) = with_entities(
+        "👋 @herald_test_bot hi",
+        json!([{"offset": 3, "length": 16, "type": "mention"}]),
+    ) else {
+        panic!("ignored")
+    };
+    assert!(inbound.mentions_bot);
+    // Past the end of the text, inside the emoji's surrogate pair, and an
+    // offset that overflows: none of them is a mention, and none panics.
+    for entities in [
+        json!([{"offset": 0, "length": 51, "type": "bot_command"}]),
+        json!([{"offset": 1, "length": 17, "type": "mention"}]),
+        json!([{"offset": 0, "length": 1, "type": "mention"}]),
+        json!([{"offset": 3, "length": usize::MAX, "type": "mention"}]),
+        json!([{"offset": 40, "length": 0, "type": "mention"}]),
+    ] {
+        let Classified::Message(inbound) = with_entities("👋 @herald_test_bot hi", entities.clone()) else {
+            panic!("ignored: {entities}")
+        };
+        assert!(!inbound.mentions_bot, "{entities}");
+    }
+}
+
+#[test]
+fn the_largest_photo_is_found_whatever_its_size() {
+    let photo = json!({
+        "message_id": 46, "from": ann(), "chat": private_chat(), "date": 1_735_689_600, "caption": "big",
+        "photo": [
+            {"file_id": "a", "file_unique_id": "a1", "width": 90, "height": 51, "file_size": 1200},
+            {"file_id": "b", "file_unique_id": "b1", "width": 70000, "height": 70000, "file_size": 98000}
+        ]
+    });
+    let inbound = accepted(&update("message", photo), &rules());
+    assert_eq!(inbound.attachments.len(), 1);
+    assert_eq!(inbound.attachments[0].size, 98000);
+}
+
+#[test]
 fn the_bot_address_is_dropped_from_what_herald_reads() {
     for (text, expected) in [
         ("@herald_test_bot hello", "hello"),

@@ -1,0 +1,39 @@
+//! A raw RFC 5322 mail, as IMAP fetches it: bytes through
+//! `email::payload::classify` (MIME parsing by mail-parser, loop guards,
+//! quote and signature stripping), then `thread_root` and `to_inbound`.
+//!
+//! Asserts that nothing panics, and that an accepted mail is never Herald's
+//! own, has its sender as a trimmed lowercase address, keeps no quoted (`>`)
+//! line in its text, lands in the conversation `email:<from>/<thread root>`,
+//! and survives the queue (`assert_normalized`).
+
+#![no_main]
+
+use chrono::DateTime;
+use herald_channels::email::payload::{CHANNEL, Classified, classify, thread_root, to_inbound};
+use herald_fuzz::assert_normalized;
+use libfuzzer_sys::fuzz_target;
+
+const OWN: &str = "herald@example.com";
+
+fuzz_target!(|data: &[u8]| {
+    let Classified::Mail(mail) = classify(data, OWN, "1.7@imap") else {
+        return;
+    };
+    assert_ne!(mail.from, OWN);
+    assert_eq!(mail.from, mail.from.trim().to_ascii_lowercase());
+    for line in mail.text.lines() {
+        assert!(!line.trim().starts_with('>'), "{line:?}");
+    }
+    let root = thread_root(&mail);
+    let received_at = DateTime::from_timestamp(1_735_689_600, 0).expect("a valid time");
+    let message = to_inbound(&mail, root, received_at);
+    assert_normalized(&message, CHANNEL);
+    assert_eq!(
+        message.conversation.id.as_str(),
+        format!("{CHANNEL}:{}/{root}", mail.from)
+    );
+    assert_eq!(message.conversation.thread.as_deref(), Some(root));
+    assert_eq!(message.platform_message_id, mail.message_id);
+    assert!(message.mentions_bot);
+});
