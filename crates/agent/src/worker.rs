@@ -334,6 +334,7 @@ impl Agent {
             conversation: scope.conversation.clone(),
             text: text.to_owned(),
             reply_to: scope.reply_to.clone(),
+            idempotency_key: Some(format!("task:{task}:{slot}")),
         };
         let sent = self
             .outbound

@@ -70,6 +70,7 @@ impl Toolbox for SendMessage {
                 conversation: scope.conversation.clone(),
                 text: text.clone(),
                 reply_to: None,
+                idempotency_key: None,
             })
             .await
         {

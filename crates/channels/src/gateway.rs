@@ -31,6 +31,7 @@ impl Gateway {
             conversation: message.conversation.clone(),
             text,
             reply_to: Some(message.platform_message_id.clone()),
+            idempotency_key: None,
         };
         if let Err(err) = self.outbound.send(&reply).await {
             warn!(error = %err, conversation = %message.conversation.id, "could not answer at ingress");

@@ -31,11 +31,14 @@ pub trait PlatformSender: Send + Sync {
 
     /// Sends one chunk to the conversation (in its thread), replying to
     /// `reply_to` when given. Returns the platform's id of the new message.
+    /// `key` is the same for every try of this chunk; a platform that can
+    /// make sends idempotent uses it, the others ignore it.
     async fn send_chunk(
         &self,
         conversation: &ConversationRef,
         text: &str,
         reply_to: Option<&str>,
+        key: Option<&str>,
     ) -> Result<String, ChannelError>;
 
     async fn typing(&self, _conversation: &ConversationRef) -> Result<(), ChannelError> {
@@ -148,6 +151,7 @@ impl<S: PlatformSender> Delivery<S> {
         conversation: &ConversationRef,
         text: &str,
         reply_to: Option<&str>,
+        key: Option<&str>,
     ) -> Result<String, ChannelError> {
         let mut backoff = Duration::from_millis(500);
         let mut tries = 0;
@@ -155,7 +159,7 @@ impl<S: PlatformSender> Delivery<S> {
             tries += 1;
             self.wait_for_rate(conversation).await;
             let channel = self.sender.channel();
-            match self.sender.send_chunk(conversation, text, reply_to).await {
+            match self.sender.send_chunk(conversation, text, reply_to, key).await {
                 Ok(id) => {
                     metrics::counter!("herald_messages_sent_total", "channel" => channel.to_string()).increment(1);
                     return Ok(id);
@@ -196,7 +200,11 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
         for (index, part) in chunks.iter().enumerate() {
             // Only the first chunk replies to the triggering message; the rest follow it.
             let reply_to = if index == 0 { message.reply_to.as_deref() } else { None };
-            ids.push(self.send_one(&message.conversation, part, reply_to).await?);
+            let key = message.idempotency_key.as_ref().map(|key| format!("{key}:{index}"));
+            ids.push(
+                self.send_one(&message.conversation, part, reply_to, key.as_deref())
+                    .await?,
+            );
         }
         Ok(SentMessage {
             platform_message_ids: ids,
@@ -267,6 +275,7 @@ mod tests {
             _: &ConversationRef,
             text: &str,
             reply_to: Option<&str>,
+            _: Option<&str>,
         ) -> Result<String, ChannelError> {
             let mut limited = self.limited.lock().unwrap();
             if *limited > 0 {
@@ -307,6 +316,7 @@ mod tests {
             conversation: conversation(),
             text: "aaaa bbbb cccc dddd".into(),
             reply_to: Some("42".into()),
+            idempotency_key: None,
         };
         let sent = delivery.send(&message).await.unwrap();
         assert_eq!(sent.platform_message_ids, ["1", "2"]);
@@ -330,6 +340,7 @@ mod tests {
             conversation: conversation(),
             text: "hi".into(),
             reply_to: None,
+            idempotency_key: None,
         };
         assert!(matches!(
             delivery.send(&message).await,

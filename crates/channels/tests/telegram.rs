@@ -241,6 +241,7 @@ async fn replies_are_chunked_into_the_topic_and_typing_shows_there() {
             conversation: inbound.conversation.clone(),
             text: text.clone(),
             reply_to: Some(inbound.platform_message_id.clone()),
+            idempotency_key: None,
         })
         .await
         .unwrap();
@@ -280,6 +281,7 @@ async fn a_429_is_waited_out_for_retry_after() {
             conversation: inbound.conversation,
             text: "after the wait".into(),
             reply_to: None,
+            idempotency_key: None,
         })
         .await
         .unwrap();

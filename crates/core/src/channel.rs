@@ -236,6 +236,7 @@ mod tests {
             },
             text: text.into(),
             reply_to: None,
+            idempotency_key: None,
         }
     }
 

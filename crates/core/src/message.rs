@@ -77,4 +77,9 @@ pub struct OutboundMessage {
     /// The platform message to reply to, where the platform supports replies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<String>,
+    /// The same for every try of the same reply (a task's reply slot). A
+    /// platform with idempotent sends (Discord's enforced nonce) posts a
+    /// reply once however often it is tried after an unknown outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }

@@ -272,6 +272,7 @@ impl CoreSkill for SendMessage {
                 conversation: target.clone(),
                 text: text.clone(),
                 reply_to: None,
+                idempotency_key: Some(format!("task:{}:call:{}", context.scope.task, context.ordinal)),
             })
             .await?;
         let same = target.id == current.id;

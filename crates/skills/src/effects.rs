@@ -256,6 +256,7 @@ impl SkillToolbox {
                     conversation: scope.conversation.clone(),
                     text: pending.question(&valid_for),
                     reply_to: scope.reply_to.clone(),
+                    idempotency_key: None,
                 };
                 if let Err(err) = self.services.outbound.send(&question).await {
                     tracing::warn!(error = %err, skill = %name, "confirmation question not sent");

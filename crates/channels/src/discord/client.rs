@@ -236,10 +236,11 @@ impl PlatformSender for DiscordSender {
         conversation: &ConversationRef,
         text: &str,
         reply_to: Option<&str>,
+        key: Option<&str>,
     ) -> Result<String, ChannelError> {
         let channel = render::target_channel(conversation)?;
         self.api
-            .create_message(channel, &render::message_body(text, reply_to))
+            .create_message(channel, &render::message_body(text, reply_to, key))
             .await
     }
 

@@ -15,8 +15,11 @@ pub fn target_channel(conversation: &ConversationRef) -> Result<u64, ChannelErro
 
 /// The create-message body. A reply references the triggering message but
 /// does not fail when it was deleted meanwhile; mentions in Herald's text
-/// never ping `@everyone`, `@here` or roles.
-pub fn message_body(text: &str, reply_to: Option<&str>) -> Value {
+/// never ping `@everyone`, `@here` or roles. With a `key` (the same for
+/// every try of this chunk) the body carries an enforced nonce: Discord
+/// then creates the message once, and a try whose answer was lost gets the
+/// message the first try created.
+pub fn message_body(text: &str, reply_to: Option<&str>, key: Option<&str>) -> Value {
     let mut body = json!({
         "content": text,
         "allowed_mentions": { "parse": ["users"], "replied_user": true },
@@ -24,7 +27,18 @@ pub fn message_body(text: &str, reply_to: Option<&str>) -> Value {
     if let Some(message_id) = reply_to {
         body["message_reference"] = json!({ "message_id": message_id, "fail_if_not_exists": false });
     }
+    if let Some(key) = key {
+        body["nonce"] = json!(nonce(key));
+        body["enforce_nonce"] = json!(true);
+    }
     body
+}
+
+/// Discord's nonce is at most 25 characters: the key's SHA-256, in hex, cut.
+pub fn nonce(key: &str) -> String {
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(key.as_bytes()));
+    digest[..25].to_owned()
 }
 
 #[cfg(test)]
@@ -56,13 +70,25 @@ mod tests {
     #[test]
     fn bodies_reply_to_the_trigger_without_mass_mentions() {
         assert_eq!(
-            message_body("hi", Some("42")),
+            message_body("hi", Some("42"), None),
             json!({
                 "content": "hi",
                 "allowed_mentions": { "parse": ["users"], "replied_user": true },
                 "message_reference": { "message_id": "42", "fail_if_not_exists": false },
             })
         );
-        assert!(message_body("hi", None).get("message_reference").is_none());
+        assert!(message_body("hi", None, None).get("message_reference").is_none());
+        assert!(message_body("hi", None, None).get("nonce").is_none());
+    }
+
+    #[test]
+    fn a_keyed_chunk_carries_an_enforced_nonce_stable_across_tries() {
+        let first = message_body("hi", None, Some("task:7:reply:0"));
+        let again = message_body("hi", None, Some("task:7:reply:0"));
+        let next = message_body("hi", None, Some("task:7:reply:1"));
+        assert_eq!(first["enforce_nonce"], json!(true));
+        assert_eq!(first["nonce"], again["nonce"]);
+        assert_ne!(first["nonce"], next["nonce"]);
+        assert_eq!(first["nonce"].as_str().unwrap().len(), 25, "Discord's limit");
     }
 }

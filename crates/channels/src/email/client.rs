@@ -210,6 +210,7 @@ impl PlatformSender for EmailSender {
         conversation: &ConversationRef,
         text: &str,
         reply_to: Option<&str>,
+        _key: Option<&str>,
     ) -> Result<String, ChannelError> {
         let thread = self.thread_of(conversation, reply_to).await;
         let message_id = render::new_message_id(&self.from);

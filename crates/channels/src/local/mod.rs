@@ -128,6 +128,7 @@ mod tests {
             conversation: conversation("ann"),
             text: "hi\nthere\n".into(),
             reply_to: None,
+            idempotency_key: None,
         };
         assert_eq!(render(ReplyFormat::Plain, &message), "hi\nthere\n");
         assert_eq!(
@@ -145,6 +146,7 @@ mod tests {
                 conversation: conversation("ann"),
                 text: text.into(),
                 reply_to: None,
+                idempotency_key: None,
             };
             outbound.send(&message).await.unwrap();
         }

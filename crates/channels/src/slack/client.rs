@@ -210,6 +210,7 @@ impl PlatformSender for SlackSender {
         conversation: &ConversationRef,
         text: &str,
         _reply_to: Option<&str>,
+        _key: Option<&str>,
     ) -> Result<String, ChannelError> {
         let request = render::post_message(conversation, text);
         let answer = self

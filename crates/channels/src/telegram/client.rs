@@ -1,16 +1,25 @@
-//! The Bot API over HTTP (teloxide's `Bot`), and the outbound half: one
-//! chunk, one `sendMessage`. Every error leaves here as a [`ChannelError`]
-//! with the token scrubbed from its text, because reqwest puts the request
-//! URL — which carries the token — into its messages.
+//! The Bot API over HTTP, and the outbound half: one chunk, one
+//! `sendMessage`.
+//!
+//! teloxide provides the types and the request payloads; the requests are
+//! sent here, with our own client, and the Bot API's envelope is read here.
+//! teloxide's own sending sleeps ten seconds inside every request that gets
+//! a 5xx before it reports the error: a second, hidden retry delay under
+//! the shared outbound path's, which would hold a reply (and a long poll)
+//! back for ten seconds per server error. Every error leaves here as a
+//! [`ChannelError`] with the token scrubbed from its text, because the
+//! request URL carries the token.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_core::{ChannelError, ChannelName, ConversationRef};
 use secrecy::{ExposeSecret, SecretString};
-use teloxide::requests::{HasPayload, JsonRequest, Request, Requester};
-use teloxide::types::{AllowedUpdate, Message, Update};
-use teloxide::{ApiError, Bot, RequestError};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use teloxide::payloads::{DeleteWebhook, GetMe, GetUpdates, GetWebhookInfo, SetWebhook};
+use teloxide::requests::Payload;
+use teloxide::types::{AllowedUpdate, Me, Message, True, Update, WebhookInfo};
 
 use super::config::TelegramConfig;
 use super::payload::{BotIdentity, CHANNEL};
@@ -20,22 +29,47 @@ use crate::outbound::PlatformSender;
 
 /// A Bot API client for one bot.
 pub struct TelegramApi {
-    bot: Bot,
+    client: reqwest::Client,
+    /// `{api_url}/bot{token}/`, to which method names are appended.
+    base: String,
     token: SecretString,
+}
+
+/// The Bot API's answer to every method.
+#[derive(Deserialize)]
+struct Envelope<T> {
+    ok: bool,
+    result: Option<T>,
+    #[serde(default)]
+    description: String,
+    error_code: Option<u16>,
+    parameters: Option<Parameters>,
+}
+
+#[derive(Deserialize)]
+struct Parameters {
+    retry_after: Option<u64>,
+    migrate_to_chat_id: Option<i64>,
 }
 
 impl TelegramApi {
     pub fn new(config: &TelegramConfig) -> Result<Self, ChannelError> {
         let token = config.token.clone();
-        let base = url::Url::parse(config.api_url.trim_end_matches('/'))
+        let api_url = url::Url::parse(config.api_url.trim_end_matches('/'))
             .map_err(|err| ChannelError::Fatal(format!("channels.telegram.api_url is not a URL: {err}")))?;
         // The client must outlive the longest long poll.
-        let client = teloxide::net::default_reqwest_settings()
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
             .timeout(config.poll_timeout + Duration::from_secs(15))
+            .tcp_nodelay(true)
             .build()
             .map_err(|err| ChannelError::Fatal(format!("cannot build the HTTP client: {err}")))?;
-        let bot = Bot::with_client(token.expose_secret(), client).set_api_url(base);
-        Ok(Self { bot, token })
+        let base = format!(
+            "{}/bot{}/",
+            api_url.as_str().trim_end_matches('/'),
+            token.expose_secret()
+        );
+        Ok(Self { client, base, token })
     }
 
     /// `text` with the bot token replaced, fit for logs and errors.
@@ -43,31 +77,77 @@ impl TelegramApi {
         redact(text, self.token.expose_secret())
     }
 
-    /// Sorts a Bot API failure by what the caller should do about it.
-    pub fn classify(&self, err: RequestError) -> ChannelError {
-        match err {
-            RequestError::RetryAfter(seconds) => ChannelError::RateLimited {
-                retry_after: seconds.duration(),
+    /// Calls `P::NAME` with `payload` as its JSON body.
+    async fn call<P>(&self, payload: &P) -> Result<P::Output, ChannelError>
+    where
+        P: Payload + serde::Serialize,
+        P::Output: DeserializeOwned,
+    {
+        let response = self
+            .client
+            .post(format!("{}{}", self.base, P::NAME))
+            .json(payload)
+            .send()
+            .await
+            .map_err(|err| ChannelError::Transient(self.redact(&format!("{}: {err}", P::NAME))))?;
+        let status = response.status().as_u16();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|err| ChannelError::Transient(self.redact(&format!("{}: {err}", P::NAME))))?;
+        let envelope: Envelope<P::Output> = match serde_json::from_slice(&body) {
+            Ok(envelope) => envelope,
+            Err(_) => {
+                return Err(ChannelError::Transient(format!(
+                    "{}: HTTP {status}: the Bot API answered something that is not its JSON",
+                    P::NAME
+                )));
+            }
+        };
+        if envelope.ok
+            && let Some(result) = envelope.result
+        {
+            return Ok(result);
+        }
+        Err(self.classify(P::NAME, status, envelope))
+    }
+
+    /// Sorts a Bot API refusal by what the caller should do about it.
+    fn classify<T>(&self, method: &str, status: u16, envelope: Envelope<T>) -> ChannelError {
+        let code = envelope.error_code.unwrap_or(status);
+        let description = self.redact(&envelope.description);
+        let parameters = envelope.parameters.unwrap_or(Parameters {
+            retry_after: None,
+            migrate_to_chat_id: None,
+        });
+        if let Some(seconds) = parameters.retry_after {
+            return ChannelError::RateLimited {
+                retry_after: Duration::from_secs(seconds),
+            };
+        }
+        if let Some(chat) = parameters.migrate_to_chat_id {
+            return ChannelError::Fatal(format!(
+                "the group became supergroup {chat}; its conversations continue there"
+            ));
+        }
+        match code {
+            401 | 404 if method == GetMe::NAME || description == "Unauthorized" || description == "Not Found" => {
+                ChannelError::Fatal(format!(
+                    "Invalid bot token ({description}); check channels.telegram.token"
+                ))
+            }
+            429 => ChannelError::RateLimited {
+                retry_after: Duration::from_secs(1),
             },
-            RequestError::Network(err) => ChannelError::Transient(self.redact(&err.to_string())),
-            RequestError::Io(err) => ChannelError::Transient(self.redact(&err.to_string())),
-            RequestError::InvalidJson { .. } => {
-                ChannelError::Transient("the Bot API answered something that is not its JSON".into())
-            }
-            RequestError::MigrateToChatId(chat) => ChannelError::Fatal(format!(
-                "the group became supergroup {}; its conversations continue there",
-                chat.0
-            )),
-            RequestError::Api(ApiError::Unknown(text)) if is_server_trouble(&text) => {
-                ChannelError::Transient(self.redact(&text))
-            }
-            RequestError::Api(err) => ChannelError::Fatal(self.redact(&err.to_string())),
+            500..=599 => ChannelError::Transient(format!("{method}: {code} {description}")),
+            _ if is_server_trouble(&description) => ChannelError::Transient(format!("{method}: {description}")),
+            _ => ChannelError::Fatal(format!("{method}: {description}")),
         }
     }
 
     /// `getMe`: who the token belongs to.
     pub async fn me(&self) -> Result<BotIdentity, ChannelError> {
-        let me = self.bot.get_me().await.map_err(|e| self.classify(e))?;
+        let me: Me = self.call(&GetMe::new()).await?;
         Ok(BotIdentity {
             id: me.user.id.0,
             username: me.user.username.clone().unwrap_or_default(),
@@ -77,10 +157,10 @@ impl TelegramApi {
     /// Removes a webhook left set, which would make `getUpdates` fail with 409.
     /// Pending updates are kept.
     pub async fn ensure_no_webhook(&self) -> Result<(), ChannelError> {
-        let info = self.bot.get_webhook_info().await.map_err(|e| self.classify(e))?;
+        let info: WebhookInfo = self.call(&GetWebhookInfo::new()).await?;
         if info.url.is_some() {
             tracing::info!("a webhook was set; removing it to poll instead");
-            self.bot.delete_webhook().await.map_err(|e| self.classify(e))?;
+            let _: True = self.call(&DeleteWebhook::new()).await?;
         }
         Ok(())
     }
@@ -93,10 +173,10 @@ impl TelegramApi {
     ) -> Result<(), ChannelError> {
         let url = url::Url::parse(url)
             .map_err(|err| ChannelError::Fatal(format!("channels.telegram.webhook.url is not a URL: {err}")))?;
-        let mut request = self.bot.set_webhook(url);
-        request.payload_mut().secret_token = Some(secret.expose_secret().to_owned());
-        request.payload_mut().allowed_updates = Some(allowed);
-        request.send().await.map_err(|e| self.classify(e))?;
+        let mut payload = SetWebhook::new(url);
+        payload.secret_token = Some(secret.expose_secret().to_owned());
+        payload.allowed_updates = Some(allowed);
+        let _: True = self.call(&payload).await?;
         Ok(())
     }
 
@@ -107,27 +187,21 @@ impl TelegramApi {
         timeout: Duration,
         allowed: Vec<AllowedUpdate>,
     ) -> Result<Vec<Update>, ChannelError> {
-        let mut request = self.bot.get_updates();
-        request.payload_mut().offset = offset;
-        request.payload_mut().timeout = Some(timeout.as_secs() as u32);
-        request.payload_mut().limit = Some(100);
-        request.payload_mut().allowed_updates = Some(allowed);
-        request.send().await.map_err(|e| self.classify(e))
+        let mut payload = GetUpdates::new();
+        payload.offset = offset;
+        payload.timeout = Some(timeout.as_secs() as u32);
+        payload.limit = Some(100);
+        payload.allowed_updates = Some(allowed);
+        self.call(&payload).await
     }
 
     async fn send_message(&self, payload: teloxide::payloads::SendMessage) -> Result<Message, ChannelError> {
-        JsonRequest::new(self.bot.clone(), payload)
-            .send()
-            .await
-            .map_err(|e| self.classify(e))
+        self.call(&payload).await
     }
 
     async fn send_chat_action(&self, payload: teloxide::payloads::SendChatAction) -> Result<(), ChannelError> {
-        JsonRequest::new(self.bot.clone(), payload)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| self.classify(e))
+        let _: True = self.call(&payload).await?;
+        Ok(())
     }
 }
 
@@ -171,6 +245,7 @@ impl PlatformSender for TelegramSender {
         conversation: &ConversationRef,
         text: &str,
         reply_to: Option<&str>,
+        _key: Option<&str>,
     ) -> Result<String, ChannelError> {
         let payload = render::send_message(conversation, text, reply_to)?;
         let sent = self.api.send_message(payload).await?;
