@@ -22,6 +22,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "schedules",
         include_str!("../../../migrations/sqlite/0002_schedules.sql"),
     ),
+    (
+        3,
+        "claim plan",
+        include_str!("../../../migrations/sqlite/0003_claim_plan.sql"),
+    ),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -34,6 +39,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         2,
         "schedules",
         include_str!("../../../migrations/postgres/0002_schedules.sql"),
+    ),
+    (
+        3,
+        "claim plan",
+        include_str!("../../../migrations/postgres/0003_claim_plan.sql"),
     ),
 ];
 
@@ -71,5 +81,24 @@ mod tests {
         let versions = |files: &[(i64, &str, &str)]| files.iter().map(|f| (f.0, f.1.to_owned())).collect::<Vec<_>>();
         assert_eq!(versions(SQLITE), versions(POSTGRES));
         assert!(SQLITE.windows(2).all(|pair| pair[0].0 < pair[1].0));
+    }
+
+    /// A file added under `migrations/` and not listed here would never run.
+    #[test]
+    fn every_migration_file_is_embedded() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
+        for (engine, files) in [("sqlite", SQLITE), ("postgres", POSTGRES)] {
+            let mut on_disk: Vec<String> = std::fs::read_dir(root.join(engine))
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|name| name.ends_with(".sql"))
+                .collect();
+            on_disk.sort();
+            let embedded: Vec<String> = files
+                .iter()
+                .map(|(version, description, _)| format!("{version:04}_{}.sql", description.replace(' ', "_")))
+                .collect();
+            assert_eq!(on_disk, embedded, "migrations/{engine}");
+        }
     }
 }

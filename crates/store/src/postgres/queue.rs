@@ -35,22 +35,13 @@ use super::PgStore;
 use crate::sql::{self, task_columns};
 use crate::{error, rows};
 
+/// `herald_claim_task` (migration 0003) walks `tasks_unfinished_by_priority`
+/// in order, planned with sorts off, and takes the first claimable
+/// conversation head, skipping rows another worker is claiming.
 const CLAIM: &str = concat!(
-    "UPDATE tasks SET state = 'leased', lease_token = $1, lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
-WHERE id = (
-    SELECT t.id FROM tasks t
-    WHERE t.state IN ('queued', 'leased')
-      AND ((t.state = 'queued' AND t.run_at <= $3) OR (t.state = 'leased' AND t.lease_expires_at <= $3))
-      AND ($4::text[] IS NULL OR t.channel = ANY($4))
-      AND ($5::text[] IS NULL OR t.conversation_id = ANY($5))
-      AND NOT EXISTS (
-          SELECT 1 FROM tasks e
-          WHERE e.conversation_id = t.conversation_id AND e.state IN ('queued', 'leased') AND e.id < t.id)
-    ORDER BY t.priority, t.id
-    LIMIT 1
-    FOR NO KEY UPDATE SKIP LOCKED)
-RETURNING ",
-    task_columns!()
+    "SELECT ",
+    task_columns!(),
+    " FROM herald_claim_task($1, $2, $3, $4, $5)"
 );
 
 const PENDING: &str = "\

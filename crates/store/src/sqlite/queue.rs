@@ -21,10 +21,14 @@ use super::SqliteStore;
 use crate::sql::{self, task_columns};
 use crate::{error, rows};
 
+/// Walks `tasks_unfinished_by_priority` in order and takes the first
+/// claimable conversation head. `INDEXED BY` holds the planner to that walk:
+/// without statistics it preferred to fetch and sort every unfinished task,
+/// and a backlog of 10,000 made each claim take ~8 ms instead of ~0.3.
 const CLAIM: &str = concat!(
     "UPDATE tasks SET state = 'leased', lease_token = $1, lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
 WHERE id = (
-    SELECT t.id FROM tasks t
+    SELECT t.id FROM tasks t INDEXED BY tasks_unfinished_by_priority
     WHERE t.state IN ('queued', 'leased')
       AND ((t.state = 'queued' AND t.run_at <= $3) OR (t.state = 'leased' AND t.lease_expires_at <= $3))
       AND ($4 IS NULL OR t.channel IN (SELECT value FROM json_each($4)))
