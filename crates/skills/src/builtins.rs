@@ -112,10 +112,18 @@ fn spec(name: &str, description: &str, parameters: Value, policy: Policy) -> Ski
     }
 }
 
-/// The schema with `properties.name` narrowed to `names`.
+/// Skill names a tool schema lists as an `enum`; with more, the name stays
+/// a string checked when the tool runs. Every name in every turn's tool
+/// schemas would otherwise cost more than the catalog it must stay under
+/// (10,000 skills made 280,000 characters of schema per turn).
+pub const MAX_NAME_ENUM: usize = 64;
+
+/// The schema with `properties.name` narrowed to `names`, when they are few.
 fn with_name_enum(parameters: &Value, names: Vec<Value>) -> Value {
     let mut parameters = parameters.clone();
-    if let Some(name) = parameters.pointer_mut("/properties/name") {
+    if names.len() <= MAX_NAME_ENUM
+        && let Some(name) = parameters.pointer_mut("/properties/name")
+    {
         name["enum"] = Value::Array(names);
     }
     parameters

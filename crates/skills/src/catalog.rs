@@ -23,73 +23,100 @@ pub const CATALOG_HEADER: &str = "Skills (call activate_skill with a name to loa
 pub const MIN_DESCRIPTION_CHARS: usize = 40;
 
 /// Renders `entries` (name, description), in the order given, within `budget` characters.
+///
+/// Sizes are computed per line, never by rendering candidates: with
+/// thousands of skills every turn pays for this, so it stays O(n log n).
 pub fn render_catalog(entries: &[(&str, &str)], budget: usize) -> Catalog {
-    let longest = entries.iter().map(|(_, d)| d.chars().count()).max().unwrap_or(0);
-    let full = render(entries, usize::MAX, entries.len());
-    if chars(&full.0) <= budget {
-        return catalog(full, entries.len(), 0);
+    let longest = entries.iter().map(|(_, d)| chars(d)).max().unwrap_or(0);
+    let fits = |cap: usize| size(entries, cap) <= budget;
+    if fits(usize::MAX) {
+        return render(entries, usize::MAX, entries.len());
     }
     // The longest common description length that fits, by bisection.
     let (mut low, mut high) = (MIN_DESCRIPTION_CHARS.min(longest), longest);
-    if chars(&render(entries, low, entries.len()).0) <= budget {
+    if fits(low) {
         while low < high {
             let mid = (low + high).div_ceil(2);
-            if chars(&render(entries, mid, entries.len()).0) <= budget {
+            if fits(mid) {
                 low = mid;
             } else {
                 high = mid - 1;
             }
         }
-        return catalog(render(entries, low, entries.len()), entries.len(), 0);
+        return render(entries, low, entries.len());
     }
     // Even short descriptions do not fit: list as many as fit, count the rest.
+    let lines: Vec<usize> = entries.iter().map(|(n, d)| line_chars(n, d, low)).collect();
+    let mut used = chars(CATALOG_HEADER) + lines.iter().sum::<usize>();
     let mut listed = entries.len();
-    loop {
-        let attempt = render(entries, low, listed);
-        if chars(&attempt.0) <= budget || listed == 0 {
-            return catalog(attempt, listed, entries.len() - listed);
-        }
+    while listed > 0 && used + chars(&trailer(entries.len() - listed)) > budget {
         listed -= 1;
+        used -= lines[listed];
     }
-}
-
-fn catalog((text, trimmed): (String, usize), listed: usize, left_out: usize) -> Catalog {
-    Catalog {
-        text,
-        listed,
-        left_out,
-        trimmed,
-    }
+    render(entries, low, listed)
 }
 
 fn chars(text: &str) -> usize {
     text.chars().count()
 }
 
-/// The catalog of the first `listed` entries with descriptions cut to
-/// `cap` characters, and how many were cut.
-fn render(entries: &[(&str, &str)], cap: usize, listed: usize) -> (String, usize) {
+/// A description cut to `cap` characters, the cut marked.
+fn shortened(description: &str, cap: usize) -> Option<String> {
+    (chars(description) > cap).then(|| {
+        let cut: String = description.chars().take(cap.saturating_sub(1)).collect();
+        format!("{}…", cut.trim_end())
+    })
+}
+
+/// Characters of one entry's line (`- name: description\n`).
+fn line_chars(name: &str, description: &str, cap: usize) -> usize {
+    let description = shortened(description, cap).map_or_else(|| chars(description), |cut| chars(&cut));
+    2 + chars(name) + 2 + description + 1
+}
+
+/// The last line when skills are left out.
+fn trailer(left_out: usize) -> String {
+    if left_out == 0 {
+        String::new()
+    } else {
+        format!("({left_out} more not listed; $name still works)\n")
+    }
+}
+
+/// Characters of the catalog of every entry, descriptions cut to `cap`.
+fn size(entries: &[(&str, &str)], cap: usize) -> usize {
+    chars(CATALOG_HEADER)
+        + entries
+            .iter()
+            .map(|(name, description)| line_chars(name, description, cap))
+            .sum::<usize>()
+}
+
+/// The catalog of the first `listed` entries with descriptions cut to `cap` characters.
+fn render(entries: &[(&str, &str)], cap: usize, listed: usize) -> Catalog {
     let mut text = String::from(CATALOG_HEADER);
     let mut trimmed = 0;
     for (name, description) in &entries[..listed] {
         text.push_str("- ");
         text.push_str(name);
         text.push_str(": ");
-        if description.chars().count() > cap {
-            trimmed += 1;
-            let cut: String = description.chars().take(cap.saturating_sub(1)).collect();
-            text.push_str(cut.trim_end());
-            text.push('…');
-        } else {
-            text.push_str(description);
+        match shortened(description, cap) {
+            Some(cut) => {
+                trimmed += 1;
+                text.push_str(&cut);
+            }
+            None => text.push_str(description),
         }
         text.push('\n');
     }
     let left_out = entries.len() - listed;
-    if left_out > 0 {
-        text.push_str(&format!("({left_out} more not listed; $name still works)\n"));
+    text.push_str(&trailer(left_out));
+    Catalog {
+        text,
+        listed,
+        left_out,
+        trimmed,
     }
-    (text, trimmed)
 }
 
 /// A skill's instructions as one block, the same in the prompt, in an
@@ -174,6 +201,51 @@ mod tests {
         let content: usize = owned.iter().map(|(n, d)| n.len() + d.len()).sum();
         let overhead = catalog.text.chars().count() - CATALOG_HEADER.chars().count() - content;
         assert!(overhead / 100 < 20, "{} chars per skill", overhead / 100);
+    }
+
+    /// The sizes the budget is checked with are the sizes rendered, also
+    /// with multi-byte text and spaces where a cut falls.
+    #[test]
+    fn measured_sizes_are_the_rendered_sizes() {
+        let owned: Vec<(String, String)> = (0..30)
+            .map(|i| {
+                (
+                    format!("skill-é{i}"),
+                    format!("{}  ü ünd {}", "ß".repeat(i * 3), "x ".repeat(i)),
+                )
+            })
+            .collect();
+        let entries = borrow(&owned);
+        for cap in [1, 2, 5, 6, 7, 40, 80, usize::MAX] {
+            for listed in [0, 1, 17, 30] {
+                let rendered = render(&entries[..listed], cap, listed);
+                assert_eq!(
+                    chars(&rendered.text),
+                    size(&entries[..listed], cap),
+                    "cap {cap}, listed {listed}"
+                );
+            }
+        }
+        for budget in [0, 100, 500, 900, 1500, 3000, 100_000] {
+            let catalog = render_catalog(&entries, budget);
+            if catalog.listed > 0 {
+                assert!(chars(&catalog.text) <= budget, "{budget}: {}", catalog.text);
+            }
+            assert_eq!(catalog.listed + catalog.left_out, entries.len());
+        }
+    }
+
+    /// Many skills over a small budget: the first that fit are listed, the
+    /// rest counted, and one more would not have fitted.
+    #[test]
+    fn thousands_of_skills_list_what_fits() {
+        let owned = entries(5_000, 120);
+        let catalog = render_catalog(&borrow(&owned), 4_000);
+        assert!(catalog.listed > 0 && catalog.left_out > 0, "{catalog:?}");
+        assert!(chars(&catalog.text) <= 4_000);
+        assert!(catalog.text.contains(&format!("({} more not listed", catalog.left_out)));
+        let one_more = render(&borrow(&owned), MIN_DESCRIPTION_CHARS, catalog.listed + 1);
+        assert!(chars(&one_more.text) > 4_000);
     }
 
     #[test]

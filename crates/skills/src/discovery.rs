@@ -7,7 +7,7 @@
 //! higher-priority skill and reports the other. Nothing here ever stops
 //! Herald from starting: problems become [`Diagnostic`]s.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -126,6 +126,7 @@ pub fn discover(
                 max_depth: limits.max_depth,
                 budget: limits.max_skills.saturating_sub(folders.len()),
                 found: &mut found,
+                seen: HashSet::new(),
                 diagnostics: &mut discovery.diagnostics,
                 over_limit: false,
             };
@@ -227,6 +228,9 @@ struct Walk<'a> {
     max_depth: usize,
     budget: usize,
     found: &'a mut Vec<PathBuf>,
+    /// What `found` holds, for the check a symlinked folder needs: a
+    /// `Vec::contains` there made a scan of 10,000 skills quadratic.
+    seen: HashSet<PathBuf>,
     diagnostics: &'a mut Vec<Diagnostic>,
     over_limit: bool,
 }
@@ -271,7 +275,7 @@ impl Walk<'_> {
                     self.over_limit = true;
                     return;
                 }
-                if !self.found.contains(&path) {
+                if self.seen.insert(path.clone()) {
                     self.found.push(path);
                 }
             } else {

@@ -226,6 +226,49 @@ async fn a_body_reaches_the_prompt_only_after_activation_and_stays() {
     assert!(prompt(&restarted.prepare(&scope(3, false), None).await).contains("NOTES BODY"));
 }
 
+/// With more skills than a schema lists, the tools stay small and the
+/// name is checked when the tool runs: a known one activates, an unknown
+/// one is an error for the model.
+#[tokio::test]
+async fn many_skills_keep_tool_schemas_small_and_names_checked_on_call() {
+    let fixture = Fixture::new();
+    let count = crate::builtins::MAX_NAME_ENUM + 36;
+    for i in 0..count {
+        write_skill(
+            &fixture.skills_dir,
+            &format!("skill-{i:03}"),
+            "Does one thing.",
+            &format!("BODY {i}"),
+        );
+    }
+    let toolbox = fixture.toolbox().await;
+    let preparation = toolbox.prepare(&scope(1, false), Some("hi")).await;
+    let activate = preparation.tools.iter().find(|t| t.name == "activate_skill").unwrap();
+    assert!(
+        activate.parameters["properties"]["name"].get("enum").is_none(),
+        "{activate:?}"
+    );
+    let schemas: usize = preparation.tools.iter().map(|t| t.parameters.to_string().len()).sum();
+    assert!(schemas < 3_000, "{schemas} characters of tool schemas");
+
+    let known = toolbox
+        .invoke(
+            &scope(1, false),
+            &call("activate_skill", json!({"name": "skill-099"})),
+            0,
+        )
+        .await;
+    assert!(!known.is_error && known.content.contains("BODY 99"), "{known:?}");
+    let unknown = toolbox
+        .invoke(
+            &scope(1, false),
+            &call("activate_skill", json!({"name": "skill-999"})),
+            1,
+        )
+        .await;
+    assert!(unknown.is_error && unknown.content.contains("skill-999"), "{unknown:?}");
+}
+
 #[tokio::test]
 async fn dollar_mentions_activate_before_the_model_and_unknown_names_get_a_notice() {
     let fixture = Fixture::new().with_example_skills();
