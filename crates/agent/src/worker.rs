@@ -134,21 +134,34 @@ impl Agent {
                 .record(waited.as_secs_f64());
             let keeper = self.keep_lease_alive(lease.clone());
             let heartbeat = self.heartbeat_limit(&lease.task.payload);
-            let result = match heartbeat {
-                Some(limit) => quiet_replies(limit, self.serve_inner(&lease, Some(limit)))
-                    .await
-                    .map_err(|failure| {
-                        // Fail closed: nothing is sent, and the next heartbeat
-                        // comes soon enough; a retry would hold up the target.
-                        match failure {
-                            Failure::Retry(reason) | Failure::GiveUp(reason) => {
-                                Failure::GiveUp(format!("heartbeat failed and nothing was sent: {reason}"))
+            let turn = async {
+                match heartbeat {
+                    Some(limit) => quiet_replies(limit, self.serve_inner(&lease, Some(limit)))
+                        .await
+                        .map_err(|failure| {
+                            // Fail closed: nothing is sent, and the next heartbeat
+                            // comes soon enough; a retry would hold up the target.
+                            match failure {
+                                Failure::Retry(reason) | Failure::GiveUp(reason) => {
+                                    Failure::GiveUp(format!("heartbeat failed and nothing was sent: {reason}"))
+                                }
                             }
-                        }
-                    }),
-                None => self.serve_inner(&lease, None).await,
+                        }),
+                    None => self.serve_inner(&lease, None).await,
+                }
             };
-            keeper.cancel();
+            // A lease lost (this process stalled past it, or the store said
+            // so) means another worker may hold the task now: the turn stops
+            // where it is rather than send what that worker will send.
+            let result = tokio::select! {
+                result = turn => result,
+                () = keeper.lost.cancelled() => {
+                    warn!("lease lost mid-turn; stopping the turn and leaving the task to its new holder");
+                    metrics::counter!("herald_turns_total", "channel" => channel, "outcome" => "lease_lost").increment(1);
+                    return;
+                }
+            };
+            keeper.stop.cancel();
             let finish = match result {
                 Ok(()) => match self.queue.complete(&lease).await {
                     Ok(()) => Some(Finish::Done),
@@ -394,11 +407,14 @@ impl Agent {
         }
     }
 
-    fn keep_lease_alive(&self, mut lease: Lease) -> CancellationToken {
-        let stop = CancellationToken::new();
+    fn keep_lease_alive(&self, mut lease: Lease) -> LeaseKeeper {
+        let keeper = LeaseKeeper {
+            stop: CancellationToken::new(),
+            lost: CancellationToken::new(),
+        };
         let queue = self.queue.clone();
         let every = (self.lease / 3).max(Duration::from_millis(100));
-        let stopped = stop.clone();
+        let (stopped, lost) = (keeper.stop.clone(), keeper.lost.clone());
         tokio::spawn(
             async move {
                 loop {
@@ -409,6 +425,7 @@ impl Agent {
                     if let Err(err) = queue.extend(&mut lease).await {
                         warn!(error = %err, "could not extend lease");
                         if matches!(err, StoreError::LeaseLost(_)) {
+                            lost.cancel();
                             return;
                         }
                     }
@@ -416,8 +433,16 @@ impl Agent {
             }
             .in_current_span(),
         );
-        stop
+        keeper
     }
+}
+
+/// The task that keeps one lease alive while its turn runs.
+struct LeaseKeeper {
+    /// Cancelled by the worker when the turn is over.
+    stop: CancellationToken,
+    /// Cancelled by the keeper when the store says the lease is gone.
+    lost: CancellationToken,
 }
 
 fn input_text(payload: &TaskPayload) -> Option<&str> {

@@ -78,13 +78,21 @@ struct Harness {
 }
 
 async fn harness(limits: TurnLimits) -> Harness {
+    harness_with_lease(limits, Duration::from_secs(60)).await
+}
+
+async fn harness_with_lease(limits: TurnLimits, lease: Duration) -> Harness {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let storage_config = StorageConfig {
         url: format!("sqlite://{}", dir.path().join("h.db").display()),
         ..StorageConfig::default()
     };
-    let storage = Storage::connect(&storage_config, &QueueConfig::default(), Arc::new(SystemClock))
+    let queue_config = QueueConfig {
+        lease,
+        ..QueueConfig::default()
+    };
+    let storage = Storage::connect(&storage_config, &queue_config, Arc::new(SystemClock))
         .await
         .unwrap();
     storage.migrate().await.unwrap();
@@ -105,7 +113,7 @@ async fn harness(limits: TurnLimits) -> Harness {
         Admins::default(),
         AgentConfig::default(),
         limits,
-        Duration::from_secs(60),
+        lease,
     ));
     Harness {
         _dir: dir,
@@ -292,4 +300,43 @@ async fn a_redelivered_platform_event_is_answered_once() {
         .unwrap();
     assert!(matches!(again, herald_core::Enqueued::Duplicate(_)));
     assert_eq!(h.sent(), ["echo: hi"]);
+}
+
+/// A worker whose lease was taken from it (it stalled past the lease, and
+/// the task went to another worker) stops its turn and sends nothing: the
+/// new holder answers, not both.
+#[tokio::test]
+async fn a_worker_that_lost_its_lease_sends_nothing() {
+    let h = harness_with_lease(TurnLimits::default(), Duration::from_millis(600)).await;
+    h.model.push(Reply::Hang);
+    let queue = h.storage.queue();
+    queue.enqueue(NewTask::message(message("hello", "m1"))).await.unwrap();
+    let lease = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    let agent = h.agent.clone();
+    let turn = tokio::spawn(async move { agent.serve(lease).await });
+    h.model.wait_for_requests(1).await;
+
+    // Another worker's claim after the lease ran out, as the store sees it.
+    let database = h._dir.path().join("h.db");
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", database.display()))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE tasks SET lease_token = 'another-worker'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+
+    tokio::time::timeout(Duration::from_secs(10), turn)
+        .await
+        .expect("the turn stopped once its lease was found lost")
+        .unwrap();
+    h.model.release();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(h.sent().is_empty(), "a worker without its lease sent {:?}", h.sent());
+    assert_eq!(
+        queue.pending(&ClaimFilter::any()).await.unwrap(),
+        1,
+        "the task stays with its new holder"
+    );
 }

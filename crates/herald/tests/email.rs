@@ -4,15 +4,13 @@
 //! sends mail to Herald over SMTP and reads Herald's answers back from the
 //! sender's mailbox.
 
-mod mailserver;
-
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use herald_testkit::ScriptedModel;
+use herald_testkit::mailserver::{self, MailServers, ReadMail};
 use herald_testkit::openai::last_user_text;
-use mailserver::{MailServers, ReadMail};
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};

@@ -4,16 +4,15 @@
 //! fake Telegram and the scripted model.
 
 mod conformance;
-mod postgres;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use conformance::{BURST, Options, REPLY, Running, Setup};
+use herald_testkit::postgres::TestDatabase;
 use herald_testkit::telegram::FakeTelegram;
 use herald_testkit::{FakePlatform, FakeUser};
-use postgres::TestDatabase;
 use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -247,7 +246,13 @@ async fn crash_and_restart(setup: Setup<FakeTelegram>, storage_url: &str, proces
         if indexes.len() == 1 {
             continue;
         }
-        assert_eq!(indexes.len(), 2, "m{n} was answered {} times", indexes.len());
+        assert_eq!(
+            indexes.len(),
+            2,
+            "m{n} was answered {} times (sends {indexes:?}; sent counts at kills: {kills:?})\n{}",
+            indexes.len(),
+            stderr()
+        );
         let (first, second) = (indexes[0], indexes[1]);
         let in_the_gap = kills
             .iter()
@@ -298,7 +303,7 @@ async fn killed_at_random_and_restarted_every_message_is_answered_once_on_sqlite
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_on_postgres_killed_at_random_answer_every_message_once() {
-    let Some(database) = TestDatabase::create().await else {
+    let Some(database) = TestDatabase::from_env("herald_e2e").await else {
         return;
     };
     let setup = Setup::with_options(
@@ -354,7 +359,7 @@ async fn a_standby_process_takes_over_polling_when_the_holder_dies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ingress_process_queues_and_a_worker_process_answers() {
-    let Some(database) = TestDatabase::create().await else {
+    let Some(database) = TestDatabase::from_env("herald_e2e").await else {
         return;
     };
     let setup = Setup::with_options(

@@ -4,107 +4,29 @@
 
 mod suite;
 
-use std::io::Write;
 use std::time::Duration;
 
 use herald_core::ClaimFilter;
 use herald_store::StorageConfig;
-use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
+use herald_testkit::postgres::TestDatabase;
+use sqlx::{Connection, PgConnection};
 use suite::{Harness, backend_suite, message, text};
 
-const URL_VARIABLE: &str = "HERALD_TEST_POSTGRES_URL";
-
 async fn harness() -> Option<Harness> {
-    let Ok(server) = std::env::var(URL_VARIABLE) else {
-        // Straight to the process's stderr: the test harness captures `eprintln!`.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: PostgreSQL tests need {URL_VARIABLE} (e.g. postgres://postgres@127.0.0.1:5432/test)"
-        );
-        return None;
-    };
-    let name = format!("herald_t_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = PgConnection::connect(&server)
-        .await
-        .expect("connecting to HERALD_TEST_POSTGRES_URL");
-    admin
-        .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .await
-        .expect("creating a test database");
-    admin.close().await.ok();
-    let url = with_database(&server, &name);
-    let cleanup = DropDatabase { server, name };
+    let database = TestDatabase::from_env("herald_t").await?;
     Some(
         Harness::new(
             StorageConfig {
-                url,
+                url: database.url.clone(),
                 ..StorageConfig::default()
             },
-            Box::new(cleanup),
+            Box::new(database),
         )
         .await,
     )
 }
 
-/// `postgres://user@host:port/db?params` with another database name.
-fn with_database(url: &str, database: &str) -> String {
-    let (scheme, rest) = url.split_once("://").expect("a postgres:// url");
-    let (rest, query) = rest.split_once('?').map_or((rest, None), |(r, q)| (r, Some(q)));
-    let authority = rest.split('/').next().unwrap_or(rest);
-    match query {
-        Some(query) => format!("{scheme}://{authority}/{database}?{query}"),
-        None => format!("{scheme}://{authority}/{database}"),
-    }
-}
-
-/// Drops the test database, also when the test failed: on its own thread and
-/// runtime, since `Drop` cannot await.
-struct DropDatabase {
-    server: String,
-    name: String,
-}
-
-impl Drop for DropDatabase {
-    fn drop(&mut self) {
-        let (server, name) = (self.server.clone(), self.name.clone());
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                let mut admin = PgConnection::connect(&server).await?;
-                admin
-                    .execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                    .await?;
-                admin.close().await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test database {}: {dropped:?}", self.name);
-        }
-    }
-}
-
 backend_suite!(harness);
-
-#[test]
-fn test_urls_name_their_own_database() {
-    for (url, expected) in [
-        (
-            "postgres://postgres@127.0.0.1:5432/test",
-            "postgres://postgres@127.0.0.1:5432/t1",
-        ),
-        (
-            "postgres://u:p@h/test?sslmode=disable",
-            "postgres://u:p@h/t1?sslmode=disable",
-        ),
-        ("postgresql://h", "postgresql://h/t1"),
-    ] {
-        assert_eq!(with_database(url, "t1"), expected);
-    }
-}
 
 /// A head that another worker holds a row lock on (mid-claim) neither blocks
 /// this claim nor lets it take that conversation's next task.

@@ -5,7 +5,7 @@
 //! the control side a test uses: inject events as a user would cause them,
 //! read what the bot sent, and make the platform throttle.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -33,6 +33,17 @@ pub struct SentMessage {
 pub struct GroupTarget {
     pub chat: String,
     pub thread: Option<String>,
+}
+
+/// One message crossing the fake's edge, with the moment it did: a user's
+/// message made available to the bot, or a send of the bot arriving. For
+/// latency measurements (`herald-bench`); tests assert on [`SentMessage`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stamped {
+    /// On the process's monotonic clock.
+    pub at: Instant,
+    pub chat: String,
+    pub text: String,
 }
 
 #[async_trait]
@@ -90,4 +101,17 @@ pub trait FakePlatform: Send + Sync {
     /// whose rules depend on what the client was told (Discord's rate-limit
     /// headers) forgets that, because the new process cannot know it.
     fn client_restarted(&self) {}
+
+    /// Each user message as it was made available to the bot (queued for
+    /// `getUpdates`, dispatched on the gateway, pushed as an envelope), in
+    /// order, with the text as the user wrote it.
+    fn delivered_stamps(&self) -> Vec<Stamped> {
+        Vec::new()
+    }
+
+    /// Each send the platform accepted, stamped when its request arrived,
+    /// in the order of [`FakePlatform::sent`].
+    fn sent_stamps(&self) -> Vec<Stamped> {
+        Vec::new()
+    }
 }

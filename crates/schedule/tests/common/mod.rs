@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +13,7 @@ use herald_core::{
 };
 use herald_schedule::{HeartbeatConfig, Listed, ScheduleConfig, ScheduleSpec, Scheduler, Schedules};
 use herald_store::{QueueConfig, Storage, StorageConfig};
-use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
+use herald_testkit::postgres::TestDatabase;
 
 pub fn utc(text: &str) -> Timestamp {
     chrono::DateTime::parse_from_rfc3339(text).unwrap().to_utc()
@@ -37,67 +36,22 @@ pub async fn sqlite_harness(now: &str) -> Harness {
     Harness::open(storage_config, dir, None, now).await
 }
 
-const URL_VARIABLE: &str = "HERALD_TEST_POSTGRES_URL";
-
 /// `None` (and a loud note) without `HERALD_TEST_POSTGRES_URL`.
 pub async fn postgres_harness(now: &str) -> Option<Harness> {
-    let Ok(server) = std::env::var(URL_VARIABLE) else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: PostgreSQL tests need {URL_VARIABLE} (e.g. postgres://postgres@127.0.0.1:5432/test)"
-        );
-        return None;
-    };
-    let name = format!("herald_s_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = PgConnection::connect(&server)
-        .await
-        .expect("connecting to the test server");
-    admin
-        .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .await
-        .expect("creating a test database");
-    admin.close().await.ok();
-    let (scheme, rest) = server.split_once("://").expect("a postgres:// url");
-    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    let database = TestDatabase::from_env("herald_s").await?;
     let storage_config = StorageConfig {
-        url: format!("{scheme}://{authority}/{name}"),
+        url: database.url.clone(),
         ..StorageConfig::default()
     };
-    let cleanup = DropDatabase { server, name };
     Some(
         Harness::open(
             storage_config,
             tempfile::tempdir().unwrap(),
-            Some(Box::new(cleanup)),
+            Some(Box::new(database)),
             now,
         )
         .await,
     )
-}
-
-struct DropDatabase {
-    server: String,
-    name: String,
-}
-
-impl Drop for DropDatabase {
-    fn drop(&mut self) {
-        let (server, name) = (self.server.clone(), self.name.clone());
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                let mut admin = PgConnection::connect(&server).await?;
-                admin
-                    .execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                    .await?;
-                admin.close().await
-            })
-        })
-        .join();
-    }
 }
 
 fn queue_config() -> QueueConfig {

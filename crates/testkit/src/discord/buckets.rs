@@ -87,6 +87,11 @@ impl Buckets {
         self.forced.extend(std::iter::repeat_n(ceil_millis(retry_after), count));
     }
 
+    /// Requests per second the whole bot may make.
+    pub fn set_global_limit(&mut self, limit: u32) {
+        self.global_limit = limit;
+    }
+
     pub fn violations(&self) -> &[String] {
         &self.violations
     }

@@ -36,6 +36,8 @@ pub(super) fn serve(listener: TcpListener, shared: Arc<Shared>) -> oneshot::Send
                 _ = &mut stopped => break,
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
+                    // Frames go out at once, as from Discord's own front end.
+                    let _ = stream.set_nodelay(true);
                     tokio::spawn(connection(stream, shared.clone()));
                 }
             }

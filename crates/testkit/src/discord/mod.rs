@@ -33,7 +33,7 @@ use buckets::Buckets;
 pub use buckets::{BucketRule, RateHeaders, Verdict};
 use wire::{ChannelRecord, MessageRecord, UserRecord};
 
-use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage};
+use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage, Stamped};
 
 /// The bot token the fake accepts unless told otherwise.
 pub const DEFAULT_TOKEN: &str = "fake-discord-bot-token";
@@ -89,8 +89,19 @@ struct State {
     channels: HashMap<String, ChannelRecord>,
     dm_by_user: HashMap<String, String>,
     messages: Vec<MessageRecord>,
+    /// Where each message id is in `messages`, so lookups stay cheap when a
+    /// benchmark fills the channels.
+    message_index: HashMap<String, usize>,
+    /// User messages as they were dispatched to the bot.
+    delivered_stamps: Vec<Stamped>,
+    /// Messages the bot created, stamped when their request arrived.
+    sent_stamps: Vec<Stamped>,
     sent: Vec<SentMessage>,
     sent_ids: Vec<String>,
+    /// Messages created with `enforce_nonce`, by nonce, with when.
+    nonces: HashMap<String, (MessageRecord, std::time::Instant)>,
+    /// Faults for the next create-message requests.
+    faults: crate::faults::Faults,
     typing: Vec<String>,
     requests: Vec<RestRequest>,
     identifies: Vec<Identify>,
@@ -148,7 +159,13 @@ impl State {
     }
 
     fn message(&self, id: &str) -> Option<&MessageRecord> {
-        self.messages.iter().find(|m| m.id == id)
+        self.message_index.get(id).and_then(|index| self.messages.get(*index))
+    }
+
+    /// Stores a message (a user's or the bot's) so replies can refer to it.
+    fn add_message(&mut self, record: MessageRecord) {
+        self.message_index.insert(record.id.clone(), self.messages.len());
+        self.messages.push(record);
     }
 
     /// How many sessions have a live, identified connection.
@@ -282,8 +299,13 @@ impl FakeDiscord {
             channels,
             dm_by_user: HashMap::new(),
             messages: Vec::new(),
+            message_index: HashMap::new(),
+            delivered_stamps: Vec::new(),
+            sent_stamps: Vec::new(),
             sent: Vec::new(),
             sent_ids: Vec::new(),
+            nonces: HashMap::new(),
+            faults: Default::default(),
             typing: Vec::new(),
             requests: Vec::new(),
             identifies: Vec::new(),
@@ -371,6 +393,18 @@ impl FakeDiscord {
         let mut state = self.shared.lock();
         state.message_rule.limit = limit;
         state.message_rule.window = window;
+    }
+
+    /// The limit and window of every channel's typing bucket.
+    pub fn set_typing_bucket(&self, limit: u32, window: Duration) {
+        let mut state = self.shared.lock();
+        state.typing_rule.limit = limit;
+        state.typing_rule.window = window;
+    }
+
+    /// Requests per second the whole bot may make (Discord: 50).
+    pub fn set_global_limit(&self, limit: u32) {
+        self.shared.lock().buckets.set_global_limit(limit);
     }
 
     /// The heartbeat interval HELLO announces to new connections.
@@ -495,9 +529,23 @@ impl FakeDiscord {
             reference,
             timestamp: now_iso8601(),
         };
-        state.messages.push(record.clone());
+        state.add_message(record.clone());
         state.dispatch_message(&record);
+        if record.author.id != state.bot.id {
+            state.delivered_stamps.push(Stamped {
+                at: std::time::Instant::now(),
+                chat: record.channel_id.clone(),
+                text: record.content.clone(),
+            });
+        }
         record.id
+    }
+}
+
+impl FakeDiscord {
+    /// The next create-message requests meet these faults, one each.
+    pub fn inject_message_faults(&self, faults: impl IntoIterator<Item = crate::faults::Fault>) {
+        self.shared.lock().faults.add("create_message", faults);
     }
 }
 
@@ -604,5 +652,13 @@ impl FakePlatform for FakeDiscord {
 
     fn client_restarted(&self) {
         self.shared.lock().buckets.client_restarted();
+    }
+
+    fn delivered_stamps(&self) -> Vec<Stamped> {
+        self.shared.lock().delivered_stamps.clone()
+    }
+
+    fn sent_stamps(&self) -> Vec<Stamped> {
+        self.shared.lock().sent_stamps.clone()
     }
 }

@@ -18,7 +18,8 @@ use tokio::sync::oneshot;
 use super::buckets::{RateHeaders, Verdict};
 use super::wire::{self, MessageRecord};
 use super::{Shared, State as FakeState};
-use crate::platform::SentMessage;
+use crate::faults::Fault;
+use crate::platform::{SentMessage, Stamped};
 
 const MAX_CONTENT: usize = 2000;
 
@@ -38,7 +39,9 @@ pub(super) fn serve(listener: TcpListener, shared: Arc<Shared>) -> oneshot::Send
         let shutdown = async {
             let _ = stopped.await;
         };
-        let _ = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+        let _ = axum::serve(crate::no_delay(listener), router)
+            .with_graceful_shutdown(shutdown)
+            .await;
     });
     stop
 }
@@ -270,6 +273,7 @@ async fn create_message(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Response {
+    let arrived = std::time::Instant::now();
     let path = format!("/api/v10/channels/{channel_id}/messages");
     let method = Method::POST;
     let mut state = shared.lock();
@@ -277,6 +281,10 @@ async fn create_message(
         Admission::Proceed(rate) => rate,
         Admission::Refused(refusal) => return refusal,
     };
+    let fault = state.faults.take("create_message");
+    if let Some(fault @ (Fault::Status(..) | Fault::Drop)) = &fault {
+        return fault.response();
+    }
     let Some(channel) = state.channels.get(&channel_id).cloned() else {
         let body = wire::error(10003, "Unknown Channel");
         return answer(&mut state, &method, &path, &rate, StatusCode::NOT_FOUND, &body);
@@ -299,6 +307,26 @@ async fn create_message(
             .record_violation(format!("{path}: content of {length} characters (limit {MAX_CONTENT})"));
         let body = wire::invalid_form_body("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.");
         return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &body);
+    }
+    // `nonce`: up to 25 characters; with `enforce_nonce`, a nonce the bot
+    // used in the last few minutes returns that message and creates none.
+    let nonce = match &body["nonce"] {
+        Value::String(nonce) => Some(nonce.clone()),
+        Value::Number(nonce) => Some(nonce.to_string()),
+        _ => None,
+    };
+    if nonce.as_ref().is_some_and(|nonce| nonce.chars().count() > 25) {
+        let body = wire::invalid_form_body("nonce", "BASE_TYPE_MAX_LENGTH", "Must be 25 or fewer in length.");
+        return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &body);
+    }
+    let enforced = nonce.filter(|_| body["enforce_nonce"] == Value::Bool(true));
+    if let Some(nonce) = &enforced
+        && let Some((existing, at)) = state.nonces.get(nonce).cloned()
+        && at.elapsed() < NONCE_WINDOW
+    {
+        let referenced = existing.reference.as_ref().and_then(|id| state.message(id)).cloned();
+        let reply = wire::message(&existing, referenced.as_ref());
+        return answer(&mut state, &method, &path, &rate, StatusCode::OK, &reply);
     }
     let reference = match resolve_reference(&state, &channel_id, &body) {
         Reference::None => None,
@@ -324,6 +352,11 @@ async fn create_message(
         Some(parent) if channel.kind == wire::PUBLIC_THREAD => (parent.clone(), Some(channel_id.clone())),
         _ => (channel_id.clone(), None),
     };
+    state.sent_stamps.push(Stamped {
+        at: arrived,
+        chat: chat.clone(),
+        text: content.clone(),
+    });
     state.sent.push(SentMessage {
         chat,
         thread,
@@ -331,15 +364,24 @@ async fn create_message(
         reply_to: reference,
     });
     state.sent_ids.push(record.id.clone());
-    state.messages.push(record.clone());
+    if let Some(nonce) = enforced {
+        state.nonces.insert(nonce, (record.clone(), std::time::Instant::now()));
+    }
+    state.add_message(record.clone());
     let count = state.sent.len();
     // The bot's own message comes back over the gateway, as on Discord.
     state.dispatch_message(&record);
-    let response = answer(&mut state, &method, &path, &rate, StatusCode::OK, &reply);
+    let mut response = answer(&mut state, &method, &path, &rate, StatusCode::OK, &reply);
+    if fault == Some(Fault::LoseAnswer) {
+        response = Fault::Drop.response();
+    }
     drop(state);
     shared.sent_count.send_replace(count);
     response
 }
+
+/// How long Discord remembers an enforced nonce ("the past few minutes").
+const NONCE_WINDOW: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 
 async fn trigger_typing(
     State(shared): State<Arc<Shared>>,

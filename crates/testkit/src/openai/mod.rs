@@ -111,6 +111,9 @@ struct ScriptState {
     requests: Vec<RecordedRequest>,
     api_key: Option<String>,
     models: Vec<String>,
+    /// Whether request bodies are kept; a benchmark sending thousands of
+    /// long prompts records `null` bodies instead.
+    keep_bodies: bool,
 }
 
 struct Shared {
@@ -167,6 +170,7 @@ impl ScriptedModel {
                 requests: Vec::new(),
                 api_key: None,
                 models: vec!["gpt-4o-mini".into(), "herald-scripted".into()],
+                keep_bodies: true,
             }),
             received: watch::Sender::new(0),
             releases: watch::Sender::new(0),
@@ -182,7 +186,9 @@ impl ScriptedModel {
             let shutdown = async {
                 let _ = stopped.await;
             };
-            let _ = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+            let _ = axum::serve(crate::no_delay(listener), router)
+                .with_graceful_shutdown(shutdown)
+                .await;
         });
         Ok(Self {
             shared,
@@ -226,6 +232,13 @@ impl ScriptedModel {
     /// The model ids `GET /v1/models` lists.
     pub fn set_models(&self, ids: Vec<String>) {
         self.shared.lock().models = ids;
+    }
+
+    /// Whether request bodies are recorded (the default). Off, every request
+    /// is still counted and timed, with a `null` body, so a long benchmark
+    /// does not hold every prompt in memory.
+    pub fn keep_request_bodies(&self, keep: bool) {
+        self.shared.lock().keep_bodies = keep;
     }
 
     /// The chat completions bodies received, in order (refused ones included).
@@ -312,11 +325,13 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap,
     let parsed: Result<Value, _> = serde_json::from_slice(&raw);
     let decision = {
         let mut state = shared.lock();
+        let keep_bodies = state.keep_bodies;
         state.requests.push(RecordedRequest {
-            body: parsed.as_ref().map_or_else(
-                |_| Value::String(String::from_utf8_lossy(&raw).into_owned()),
-                Value::clone,
-            ),
+            body: match &parsed {
+                _ if !keep_bodies => Value::Null,
+                Ok(body) => body.clone(),
+                Err(_) => Value::String(String::from_utf8_lossy(&raw).into_owned()),
+            },
             authorization: headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())

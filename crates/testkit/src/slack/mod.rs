@@ -35,7 +35,7 @@ pub use state::PushAttempt;
 use state::{Frame, State, Throttle, unix_seconds};
 use wire::{Author, MessageFields};
 
-use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage};
+use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage, Stamped};
 
 pub const TEAM_ID: &str = "T0HERALD01";
 pub const TEAM_NAME: &str = "Herald Fake";
@@ -213,7 +213,9 @@ impl FakeSlack {
             let shutdown = async move {
                 let _ = http_stopped.wait_for(|s| *s).await;
             };
-            let _ = axum::serve(http, router).with_graceful_shutdown(shutdown).await;
+            let _ = axum::serve(crate::no_delay(http), router)
+                .with_graceful_shutdown(shutdown)
+                .await;
         });
         tokio::spawn(socket::serve(sockets, shared.clone(), stopped.clone()));
         tokio::spawn(socket::redeliver(shared.clone(), stopped.clone()));
@@ -414,6 +416,11 @@ impl FakeSlack {
         }
         let event = wire::message_event(&fields, &client_msg_id);
         self.shared.deliver_locked(&mut state, event);
+        state.delivered_stamps.push(Stamped {
+            at: std::time::Instant::now(),
+            chat: channel.to_owned(),
+            text,
+        });
         ts
     }
 }
@@ -515,6 +522,14 @@ impl FakePlatform for FakeSlack {
 
     fn violations(&self) -> Vec<String> {
         self.shared.lock().violations.clone()
+    }
+
+    fn delivered_stamps(&self) -> Vec<Stamped> {
+        self.shared.lock().delivered_stamps.clone()
+    }
+
+    fn sent_stamps(&self) -> Vec<Stamped> {
+        self.shared.lock().sent_stamps.clone()
     }
 }
 

@@ -23,6 +23,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
+                    // Frames go out at once, as from Slack's own front end.
+                    let _ = stream.set_nodelay(true);
                     tokio::spawn(connection(stream, shared.clone()));
                 }
             }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::FakeSlackOptions;
 use super::wire;
-use crate::platform::{FakeUser, SentMessage};
+use crate::platform::{FakeUser, SentMessage, Stamped};
 
 /// A frame for one Socket Mode connection's writer.
 #[derive(Debug)]
@@ -82,6 +82,10 @@ pub struct State {
     /// Where the Events API pushes; `None` means Socket Mode.
     pub events_url: Option<String>,
     pub push_log: Vec<PushAttempt>,
+    /// User messages as they were handed over (pushed, or enveloped for Socket Mode).
+    pub delivered_stamps: Vec<Stamped>,
+    /// Accepted `chat.postMessage`s, stamped when their request arrived.
+    pub sent_stamps: Vec<Stamped>,
 }
 
 /// One Events API request the fake made.
@@ -133,6 +137,8 @@ impl State {
             dropped: Vec::new(),
             events_url: None,
             push_log: Vec::new(),
+            delivered_stamps: Vec::new(),
+            sent_stamps: Vec::new(),
         }
     }
 

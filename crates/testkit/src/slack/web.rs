@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::state::PostVerdict;
 use super::wire::{self, Author, MessageFields};
 use super::{APP_ID, APP_TOKEN, BOT_ID, BOT_NAME, BOT_TOKEN, BOT_USER_ID, Shared, TEAM_ID, TEAM_NAME};
-use crate::platform::SentMessage;
+use crate::platform::{SentMessage, Stamped};
 
 /// Slack refuses longer texts outright; it truncates display far earlier.
 const MAX_TEXT_CHARS: usize = 40_000;
@@ -120,6 +120,7 @@ async fn api(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
+    let arrived = std::time::Instant::now();
     shared.lock().calls.push(method.clone());
     let arguments = match arguments(query.as_deref(), &headers, &body) {
         Ok(arguments) => arguments,
@@ -148,7 +149,7 @@ async fn api(
             };
             ok(json!({"url": format!("ws://{}/link/?ticket={ticket}&app_id={APP_ID}", shared.socket_addr)}))
         }
-        ("chat.postMessage", TokenKind::Bot) => post_message(&shared, &arguments),
+        ("chat.postMessage", TokenKind::Bot) => post_message(&shared, &arguments, arrived),
         ("users.info", TokenKind::Bot) => {
             let state = shared.lock();
             match text_argument(&arguments, "user").and_then(|id| state.users.get(id)) {
@@ -163,7 +164,7 @@ async fn api(
     }
 }
 
-fn post_message(shared: &Shared, arguments: &Map<String, Value>) -> Response {
+fn post_message(shared: &Shared, arguments: &Map<String, Value>, arrived: std::time::Instant) -> Response {
     let text = text_argument(arguments, "text").unwrap_or_default().to_owned();
     let has_blocks = arguments.get("blocks").is_some_and(|b| !b.is_null());
     let thread_ts = text_argument(arguments, "thread_ts").map(str::to_owned);
@@ -181,6 +182,11 @@ fn post_message(shared: &Shared, arguments: &Map<String, Value>) -> Response {
         return rate_limited(retry_after_secs);
     }
     let ts = state.next_ts();
+    state.sent_stamps.push(Stamped {
+        at: arrived,
+        chat: channel.clone(),
+        text: text.clone(),
+    });
     state.sent.push(SentMessage {
         chat: channel.clone(),
         thread: thread_ts.clone(),

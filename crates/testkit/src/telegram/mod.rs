@@ -39,7 +39,7 @@ pub use state::{ChatAction, Webhook, WebhookAttempt};
 use state::{State, unix_now};
 use wire::{ChatInfo, ChatKind, MessageFields, UserInfo};
 
-use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage};
+use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage, Stamped};
 
 pub const BOT_ID: i64 = 7_100_200_300;
 pub const BOT_USERNAME: &str = "herald_test_bot";
@@ -150,7 +150,7 @@ impl FakeTelegram {
         let app = axum::Router::new().fallback(server::handle).with_state(shared.clone());
         let mut serve_stop = stopped.clone();
         tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
+            let _ = axum::serve(crate::no_delay(listener), app)
                 .with_graceful_shutdown(async move {
                     let _ = serve_stop.changed().await;
                 })
@@ -283,6 +283,11 @@ impl FakeTelegram {
         .json();
         state.remember(chat, message_id, &message);
         state.push_update("message", message);
+        state.delivered_stamps.push(Stamped {
+            at: std::time::Instant::now(),
+            chat: chat.to_string(),
+            text: text.to_owned(),
+        });
         drop(state);
         self.shared.poke.send_modify(|n| *n += 1);
         message_id
@@ -455,6 +460,19 @@ fn target_ids(target: &GroupTarget) -> (i64, Option<i32>) {
     )
 }
 
+impl FakeTelegram {
+    /// The next calls of `method` (case-insensitive: `sendMessage`,
+    /// `getUpdates`) get these faults instead of an answer, one each.
+    pub fn inject_faults(&self, method: &str, faults: impl IntoIterator<Item = crate::faults::Fault>) {
+        self.shared.lock().faults.add(&method.to_ascii_lowercase(), faults);
+    }
+
+    /// Faults injected and not yet answered.
+    pub fn faults_pending(&self) -> usize {
+        self.shared.lock().faults.remaining()
+    }
+}
+
 #[async_trait]
 impl FakePlatform for FakeTelegram {
     fn channel(&self) -> &'static str {
@@ -555,5 +573,13 @@ impl FakePlatform for FakeTelegram {
 
     fn violations(&self) -> Vec<String> {
         self.shared.lock().violations.clone()
+    }
+
+    fn delivered_stamps(&self) -> Vec<Stamped> {
+        self.shared.lock().delivered_stamps.clone()
+    }
+
+    fn sent_stamps(&self) -> Vec<Stamped> {
+        self.shared.lock().sent_stamps.clone()
     }
 }

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::state::{boolean, integer};
 use super::wire;
+use crate::platform::Stamped;
 
 /// Largest request body the fake reads.
 const BODY_LIMIT: usize = 8 * 1024 * 1024;
@@ -30,6 +31,7 @@ fn refuse(code: u16, description: &str) -> Response {
 }
 
 pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let arrived = std::time::Instant::now();
     let path = request.uri().path().to_owned();
     let Some((token, method)) = path
         .strip_prefix("/bot")
@@ -45,7 +47,14 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         Ok(params) => params,
         Err(description) => return refuse(400, &description),
     };
-    shared.lock().calls.push(method.clone());
+    let fault = {
+        let mut state = shared.lock();
+        state.calls.push(method.clone());
+        state.faults.take(&method)
+    };
+    if let Some(fault) = fault {
+        return fault.response();
+    }
     match method.as_str() {
         "getme" => answer(200, wire::ok(shared.lock().me())),
         "logout" | "close" => answer(200, wire::ok(json!(true))),
@@ -66,7 +75,21 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         "setwebhook" => set_webhook(&shared, &params),
         "getupdates" => get_updates(&shared, &params).await,
         "sendmessage" => {
-            let result = shared.lock().send_message(&params, Instant::now());
+            let result = {
+                let mut state = shared.lock();
+                let result = state.send_message(&params, Instant::now());
+                if result.is_ok()
+                    && let Some(sent) = state.sent.last()
+                {
+                    let stamp = Stamped {
+                        at: arrived,
+                        chat: sent.chat.clone(),
+                        text: sent.text.clone(),
+                    };
+                    state.sent_stamps.push(stamp);
+                }
+                result
+            };
             match result {
                 Ok(message) => {
                     shared.sent_count.send_modify(|count| *count += 1);

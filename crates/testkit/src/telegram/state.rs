@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::FakeTelegramOptions;
 use super::wire::{self, ChatInfo, MessageFields, UserInfo};
-use crate::platform::SentMessage;
+use crate::platform::{SentMessage, Stamped};
 
 /// One update waiting to be confirmed.
 #[derive(Clone, Debug)]
@@ -97,6 +97,12 @@ pub struct State {
     pub violations: Vec<String>,
     /// Methods called, lower-cased, in order.
     pub calls: Vec<String>,
+    /// User messages as they were queued for the bot.
+    pub delivered_stamps: Vec<Stamped>,
+    /// Accepted `sendMessage`s, stamped when their request arrived.
+    pub sent_stamps: Vec<Stamped>,
+    /// Faults for the next calls of a method (lower-cased name).
+    pub faults: crate::faults::Faults,
 }
 
 /// Update types delivered when `allowed_updates` was never given or was empty.
@@ -137,6 +143,9 @@ impl State {
             not_before: HashMap::new(),
             violations: Vec::new(),
             calls: Vec::new(),
+            delivered_stamps: Vec::new(),
+            sent_stamps: Vec::new(),
+            faults: Default::default(),
         }
     }
 

@@ -402,3 +402,36 @@ fn channel_yaml_points_herald_at_the_fake_with_its_rates() {
         assert_eq!(rate_text((20, Duration::from_secs(60))), "20/m");
     });
 }
+
+#[tokio::test]
+async fn injected_faults_answer_at_once_and_change_nothing() {
+    use crate::faults::Fault;
+    let fake = FakeTelegram::start().await;
+    fake.inject_faults("sendMessage", [Fault::bad_gateway(), Fault::Drop]);
+    let admin = fake.admin();
+    fake.send_dm(&admin, "hi").await;
+    let url = format!("{}/bot{}/SendMessage", fake.api_url(), fake.token());
+    let body = json!({ "chat_id": fake.dm_chat(&admin), "text": "hello" });
+    let started = tokio::time::Instant::now();
+
+    let gateway = client().post(&url).json(&body).send().await.expect("an answer");
+    assert_eq!(gateway.status().as_u16(), 502);
+    assert!(gateway.text().await.unwrap().contains("Bad Gateway"));
+
+    let dropped = async { client().post(&url).json(&body).send().await?.bytes().await };
+    assert!(
+        dropped.await.is_err(),
+        "a dropped connection is an error, not an answer"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "faults answer at once, not at a client timeout: {:?}",
+        started.elapsed()
+    );
+    assert!(fake.sent().is_empty(), "a faulted request had no effect");
+    assert_eq!(fake.faults_pending(), 0);
+
+    let (status, _) = call(&fake, "sendMessage", body).await;
+    assert_eq!(status, 200, "after the faults the API works");
+    assert_eq!(fake.sent().len(), 1);
+}

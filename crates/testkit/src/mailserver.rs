@@ -1,12 +1,12 @@
-//! Real mail servers for the email tests: Dovecot serving IMAP from a
-//! Maildir and Postfix delivering SMTP into that Maildir, both from configs
-//! in a temporary folder on 127.0.0.1 high ports, stopped when dropped.
+//! Real mail servers for the email tests and the benchmark: Dovecot serving
+//! IMAP from a Maildir and Postfix delivering SMTP into that Maildir, both
+//! from configs in a temporary folder on 127.0.0.1 high ports, stopped when
+//! dropped.
 //!
-//! Both come from Debian packages (`dovecot-imapd`, `postfix`; `.ci/test`
+//! Not a fake: email has no service to imitate, only these two daemons. Both
+//! come from Debian packages (`dovecot-imapd`, `postfix`; `.ci/test`
 //! installs them) and run as root, as the CI machine does. The mail is
 //! stored as `nobody`, which Postfix's virtual delivery and Dovecot share.
-
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,342 @@
+//! `herald-bench`: Herald's numbers in one run, against the testkit fakes.
+//!
+//! - **startup**: `herald run` with every channel, start to the ready line.
+//! - **gateway**: one `herald run` with Telegram, Discord, Slack (and email
+//!   when the mail servers start) connected to their fakes, the scripted
+//!   model answering at once; per channel a latency run at `--rate` and a
+//!   throughput run at `--throughput-rate`, rate limits off on both sides;
+//!   resident memory idle and after the loads.
+//! - **queue**: herald-store's queue alone on SQLite and PostgreSQL.
+//! - **skills**: thousands of Agent Skills: discovery, rescan, the catalog,
+//!   a turn's preparation, and a `$name` activation end to end.
+//!
+//! It measures and reports; it never fails because a target was missed.
+//! See docs/benchmarks.md for how to run it and what each number means.
+
+mod gateway;
+mod process;
+mod queue;
+mod report;
+mod skills;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use herald_testkit::ScriptedModel;
+
+use gateway::{Channel, LoadSpec, Platforms};
+use process::{Herald, write_config};
+use report::{Gateway, Machine, Report, Startup};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Part {
+    Startup,
+    Gateway,
+    Queue,
+    Skills,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "herald-bench",
+    about = "Benchmarks Herald against the testkit fakes and reports the numbers"
+)]
+struct Args {
+    /// The herald binary [default: `herald` beside this program].
+    #[arg(long)]
+    herald: Option<PathBuf>,
+    /// Parts to run.
+    #[arg(long, value_delimiter = ',', default_value = "startup,gateway,queue,skills")]
+    only: Vec<Part>,
+    /// Channels the gateway runs load.
+    #[arg(long, value_delimiter = ',', default_value = "telegram,discord,slack")]
+    channels: Vec<Channel>,
+    /// Messages per second of each latency run, over all chats.
+    #[arg(long, default_value_t = 200.0)]
+    rate: f64,
+    /// Direct chats the messages are spread over.
+    #[arg(long, default_value_t = 100)]
+    chats: usize,
+    /// Seconds of each latency run.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Messages per second of each throughput run.
+    #[arg(long, default_value_t = 1000.0)]
+    throughput_rate: f64,
+    /// Seconds of each throughput run.
+    #[arg(long, default_value_t = 10.0)]
+    throughput_duration: f64,
+    /// Do not start Dovecot and Postfix for Herald's email channel.
+    #[arg(long)]
+    no_email: bool,
+    /// `agent.workers` for Herald [default: Herald's default].
+    #[arg(long)]
+    workers: Option<usize>,
+    /// `log.level` for Herald (its default is `info`).
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    /// Starts measured for start to ready (the first on a fresh database).
+    #[arg(long, default_value_t = 6)]
+    ready_runs: usize,
+    /// Tasks of each queue run: one run per value and backend.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    queue_tasks: Vec<usize>,
+    /// Conversations the queue's tasks are spread over.
+    #[arg(long, default_value_t = 1_000)]
+    queue_conversations: usize,
+    /// Concurrent producers, then claimers, of each queue run.
+    #[arg(long, default_value_t = 4)]
+    queue_workers: usize,
+    /// The PostgreSQL server the queue run creates its database on.
+    #[arg(
+        long,
+        env = "HERALD_TEST_POSTGRES_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/test"
+    )]
+    postgres_url: String,
+    /// Agent Skills generated for the skills run.
+    #[arg(long, default_value_t = 10_000)]
+    skills: usize,
+    /// Print the report as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    json_file: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Progress goes to stderr so stdout holds only the report.
+fn progress(message: impl AsRef<str>) {
+    eprintln!("herald-bench: {}", message.as_ref());
+}
+
+async fn run(args: Args) -> Result<()> {
+    let binary = process::locate_herald(args.herald.clone())?;
+    let mut report = Report {
+        machine: Machine::describe(),
+        herald: binary.display().to_string(),
+        ..Report::default()
+    };
+    let needs_herald = args.only.iter().any(|p| matches!(p, Part::Startup | Part::Gateway));
+    let platforms = if needs_herald {
+        progress("starting the fakes");
+        let platforms = Platforms::start(!args.no_email).await;
+        match platforms {
+            Ok(platforms) => Some(platforms),
+            Err(err) if !args.no_email => {
+                report.skipped.push(format!("email: {err:#}"));
+                Some(Platforms::start(false).await?)
+            }
+            Err(err) => return Err(err),
+        }
+    } else {
+        None
+    };
+    if let Some(platforms) = &platforms {
+        let model = ScriptedModel::start().await;
+        model.keep_request_bodies(false);
+        // The gateway runs first: every Herald started leaves a resumable
+        // session in the Discord fake, which would copy the load to it.
+        if args.only.contains(&Part::Gateway) {
+            report.gateway = Some(gateway_runs(&args, &binary, platforms, &model).await?);
+        }
+        if args.only.contains(&Part::Startup) {
+            progress("start to ready");
+            report.startup = Some(startup(&args, &binary, platforms, &model).await?);
+        }
+    }
+    if args.only.contains(&Part::Queue) {
+        for &tasks in &args.queue_tasks {
+            let spec = queue::QueueSpec {
+                tasks,
+                conversations: args.queue_conversations,
+                workers: args.queue_workers,
+            };
+            progress(format!("queue on SQLite, {tasks} tasks"));
+            report.queue.push(queue::sqlite(spec).await?);
+            progress(format!("queue on PostgreSQL, {tasks} tasks"));
+            match queue::postgres(&args.postgres_url, spec).await {
+                Ok(result) => report.queue.push(result),
+                Err(err) => report.skipped.push(format!("queue on PostgreSQL: {err:#}")),
+            }
+        }
+    }
+    if args.only.contains(&Part::Skills) {
+        progress(format!("{} skills", args.skills));
+        report.skills = Some(skills::run(args.skills, Some(&binary)).await?);
+    }
+    report.judge();
+    if let Some(path) = &args.json_file {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(())
+}
+
+fn channel_names(platforms: &Platforms) -> Vec<String> {
+    let mut names = vec!["telegram".to_owned(), "discord".to_owned(), "slack".to_owned()];
+    if platforms.mail.is_some() {
+        names.push("email".to_owned());
+    }
+    names
+}
+
+/// Top-level keys every Herald of the benchmark gets.
+fn herald_extra(args: &Args) -> String {
+    let mut extra = format!("access:\n  unknown: allow\nlog:\n  level: \"{}\"\n", args.log_level);
+    if let Some(workers) = args.workers {
+        extra.push_str(&format!("agent:\n  workers: {workers}\n"));
+    }
+    extra
+}
+
+/// How long Herald is watched doing nothing, for its idle CPU use.
+const IDLE_WINDOW: Duration = Duration::from_secs(5);
+
+/// Waits until no gateway session or Socket Mode connection of a stopped
+/// Herald is left, so the next one is the only client.
+async fn wait_disconnected(platforms: &Platforms) {
+    let _ = platforms
+        .slack
+        .wait_until(Duration::from_secs(5), |s| s.connections() == 0)
+        .await;
+    for _ in 0..250 {
+        if !platforms.discord.wait_for_sessions(1, Duration::from_millis(1)).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn startup(args: &Args, binary: &Path, platforms: &Platforms, model: &ScriptedModel) -> Result<Startup> {
+    let dir = tempfile::tempdir()?;
+    let config = write_config(
+        dir.path(),
+        &model.base_url(),
+        &platforms.channels_yaml(),
+        &herald_extra(args),
+    )?;
+    wait_disconnected(platforms).await;
+    let mut times = Vec::new();
+    for _ in 0..args.ready_runs.max(2) {
+        let herald = Herald::start(binary, &config, Duration::from_secs(60)).await?;
+        times.push(herald.ready_after);
+        herald.stop().await;
+        wait_disconnected(platforms).await;
+    }
+    let restarts = &times[1..];
+    Ok(Startup {
+        channels: channel_names(platforms),
+        fresh_database_ms: times[0].as_secs_f64() * 1000.0,
+        restart_ms: restarts.iter().map(|t| t.as_secs_f64() * 1000.0).collect(),
+        restart_median_ms: stats::median_ms(restarts),
+    })
+}
+
+async fn gateway_runs(args: &Args, binary: &Path, platforms: &Platforms, model: &ScriptedModel) -> Result<Gateway> {
+    let dir = tempfile::tempdir()?;
+    let config = write_config(
+        dir.path(),
+        &model.base_url(),
+        &platforms.channels_yaml(),
+        &herald_extra(args),
+    )?;
+    progress("starting herald for the gateway runs");
+    let herald = Herald::start(binary, &config, Duration::from_secs(60)).await?;
+    platforms.wait_connected(&herald, Duration::from_secs(30)).await?;
+    // Let start-up work (first polls, gateway READY, the scheduler's first
+    // tick) settle before the idle readings.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_cpu = herald.cpu_seconds()?;
+    tokio::time::sleep(IDLE_WINDOW).await;
+    let idle_cpu_percent = (herald.cpu_seconds()? - idle_cpu) * 100.0 / IDLE_WINDOW.as_secs_f64();
+    let idle = herald.memory()?;
+    let mut runs = Vec::new();
+    for (group, &channel) in args.channels.iter().enumerate() {
+        let platform = platforms.get(channel);
+        let group = group as u64 * 2;
+        let latency = LoadSpec {
+            rate: args.rate,
+            chats: args.chats,
+            duration: Duration::from_secs_f64(args.duration),
+            drain: Duration::from_secs_f64((args.duration * 6.0).max(60.0)),
+        };
+        let throughput = LoadSpec {
+            rate: args.throughput_rate,
+            chats: args.chats,
+            duration: Duration::from_secs_f64(args.throughput_duration),
+            drain: Duration::from_secs_f64((args.throughput_duration * 12.0).max(120.0)),
+        };
+        for (label, spec, users) in [
+            ("lat", &latency, gateway::users(channel, group, args.chats)),
+            ("tput", &throughput, gateway::users(channel, group + 1, args.chats)),
+        ] {
+            progress(format!("{}: warm-up of {} chats", channel.name(), users.len()));
+            gateway::warm_up(platform, &users, &format!("{}-warm{label}", channel.name()), &herald)
+                .await
+                .with_context(|| format!("warming up {}", channel.name()))?;
+            progress(format!(
+                "{}: {label} run, {} msg/s for {:?} over {} chats",
+                channel.name(),
+                spec.rate,
+                spec.duration,
+                spec.chats
+            ));
+            let result = gateway::run_load(channel, platform, &herald, &users, spec, label).await?;
+            progress(format!(
+                "{}: {label}: {}/{} replies, {:.0} msg/s, p50 {:.1} ms, p99 {:.1} ms",
+                channel.name(),
+                result.replied,
+                result.messages,
+                result.throughput,
+                result.latency.p50_ms,
+                result.latency.p99_ms
+            ));
+            runs.push(result);
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after_load = herald.memory()?;
+    let (warning_count, warnings) = herald.warnings();
+    let email_connected = platforms.mail.is_some();
+    herald.stop().await;
+    Ok(Gateway {
+        channels: channel_names(platforms),
+        email_connected,
+        workers: args.workers.map_or_else(|| "default (4)".to_owned(), |w| w.to_string()),
+        log_level: args.log_level.clone(),
+        idle,
+        idle_cpu_percent,
+        after_load,
+        runs,
+        warnings,
+        warning_count,
+    })
+}

@@ -1,0 +1,403 @@
+//! What one benchmark run found, as JSON (`--json`) or as tables for a
+//! person: first every number against its target, then the details.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::gateway::LoadResult;
+use crate::process::Memory;
+use crate::queue::QueueResult;
+use crate::skills::SkillsResult;
+
+/// The machine the numbers come from.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_mib: u64,
+    pub kernel: String,
+}
+
+impl Machine {
+    pub fn describe() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|line| line.strip_prefix("model name"))
+            .and_then(|rest| rest.split_once(':'))
+            .map(|(_, name)| name.trim().to_owned())
+            .unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_kib: u64 = meminfo
+            .lines()
+            .find_map(|line| line.strip_prefix("MemTotal:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0);
+        Self {
+            cpu,
+            cores: std::thread::available_parallelism().map_or(0, usize::from),
+            memory_mib: memory_kib / 1024,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        }
+    }
+}
+
+/// Start to ready, over several starts of the same configuration.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Startup {
+    /// Channels configured (each pointed at its fake).
+    pub channels: Vec<String>,
+    /// The first start, which creates and migrates the SQLite file.
+    pub fresh_database_ms: f64,
+    /// Every later start on the existing file.
+    pub restart_ms: Vec<f64>,
+    pub restart_median_ms: f64,
+}
+
+/// The gateway process: memory around the loads, and the loads.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Gateway {
+    pub channels: Vec<String>,
+    pub email_connected: bool,
+    pub workers: String,
+    pub log_level: String,
+    pub idle: Memory,
+    /// CPU Herald used while idle with every channel connected, in percent of one core.
+    pub idle_cpu_percent: f64,
+    pub after_load: Memory,
+    pub runs: Vec<LoadResult>,
+    /// Warnings and errors Herald logged during the loads (a sample).
+    pub warnings: Vec<String>,
+    pub warning_count: usize,
+}
+
+/// One comparison of a result with its target.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    pub metric: String,
+    pub result: String,
+    pub target: String,
+    pub met: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub machine: Machine,
+    pub herald: String,
+    pub startup: Option<Startup>,
+    pub gateway: Option<Gateway>,
+    pub queue: Vec<QueueResult>,
+    pub skills: Option<SkillsResult>,
+    /// Parts that could not run, and why.
+    pub skipped: Vec<String>,
+    pub verdicts: Vec<Verdict>,
+}
+
+fn verdict(metric: impl Into<String>, result: String, target: &str, met: bool) -> Verdict {
+    Verdict {
+        metric: metric.into(),
+        result,
+        target: target.to_owned(),
+        met,
+    }
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+impl Report {
+    /// Compares what was measured with the targets Herald is designed for.
+    pub fn judge(&mut self) {
+        let mut verdicts = Vec::new();
+        if let Some(gateway) = &self.gateway {
+            for run in gateway.runs.iter().filter(|r| r.label == "lat") {
+                verdicts.push(verdict(
+                    format!("{} p99 overhead at {} msg/s", run.channel.name(), run.offered_rate),
+                    format!("{:.1} ms", run.latency.p99_ms),
+                    "< 25 ms",
+                    run.latency.p99_ms < 25.0 && run.missing == 0,
+                ));
+            }
+            for run in gateway.runs.iter().filter(|r| r.label == "tput") {
+                verdicts.push(verdict(
+                    format!("{} sustained throughput, rate limits off", run.channel.name()),
+                    format!("{:.0} msg/s", run.throughput),
+                    ">= 1000 msg/s",
+                    run.throughput >= 1000.0 * 0.98 && run.missing == 0,
+                ));
+            }
+            verdicts.push(verdict(
+                "idle RSS, all channels connected",
+                format!("{:.1} MiB", mib(gateway.idle.rss_kib)),
+                "< 20 MB",
+                gateway.idle.rss_kib * 1024 < 20_000_000,
+            ));
+        }
+        if let Some(startup) = &self.startup {
+            verdicts.push(verdict(
+                "start to ready (restart, median)",
+                format!("{:.0} ms", startup.restart_median_ms),
+                "< 200 ms",
+                startup.restart_median_ms < 200.0,
+            ));
+            verdicts.push(verdict(
+                "start to ready (fresh database)",
+                format!("{:.0} ms", startup.fresh_database_ms),
+                "< 200 ms",
+                startup.fresh_database_ms < 200.0,
+            ));
+        }
+        if let Some(skills) = &self.skills {
+            verdicts.push(verdict(
+                "catalog overhead per skill beyond name+description",
+                format!("{:.1} chars", skills.catalog_overhead_per_skill),
+                "< 20 chars",
+                skills.catalog_overhead_per_skill < 20.0,
+            ));
+            if let Some(activation) = &skills.activation {
+                verdicts.push(verdict(
+                    format!("${} activation with {} skills", activation.skill, skills.skills),
+                    if activation.body_reached_model {
+                        "body reached the model".to_owned()
+                    } else {
+                        "body missing".to_owned()
+                    },
+                    "works",
+                    activation.body_reached_model,
+                ));
+            }
+        }
+        self.verdicts = verdicts;
+    }
+
+    /// Tables for a terminal (and for docs/benchmarks.md).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let m = &self.machine;
+        let _ = writeln!(
+            out,
+            "machine: {} ({} cores, {} MiB, Linux {})\nherald: {}\n",
+            m.cpu, m.cores, m.memory_mib, m.kernel, self.herald
+        );
+        table(
+            &mut out,
+            "Results against targets",
+            &["metric", "result", "target", "met"],
+            self.verdicts
+                .iter()
+                .map(|v| {
+                    vec![
+                        v.metric.clone(),
+                        v.result.clone(),
+                        v.target.clone(),
+                        if v.met { "yes" } else { "NO" }.to_owned(),
+                    ]
+                })
+                .collect(),
+        );
+        if let Some(gateway) = &self.gateway {
+            let _ = writeln!(
+                out,
+                "Gateway: channels {} (email connected: {}), agent.workers {}, log.level {}",
+                gateway.channels.join(", "),
+                gateway.email_connected,
+                gateway.workers,
+                gateway.log_level
+            );
+            let _ = writeln!(
+                out,
+                "Herald RSS idle {:.1} MiB (peak {:.1}), idle CPU {:.2}% of a core; after the loads {:.1} MiB (peak {:.1})\n",
+                mib(gateway.idle.rss_kib),
+                mib(gateway.idle.hwm_kib),
+                gateway.idle_cpu_percent,
+                mib(gateway.after_load.rss_kib),
+                mib(gateway.after_load.hwm_kib)
+            );
+            table(
+                &mut out,
+                "Gateway runs (platform event to the bot's send request)",
+                &[
+                    "channel",
+                    "run",
+                    "offered/s",
+                    "chats",
+                    "msgs",
+                    "replied",
+                    "dup",
+                    "msg/s",
+                    "p50 ms",
+                    "p90 ms",
+                    "p99 ms",
+                    "max ms",
+                    "herald cpu ms/msg",
+                    "bench cpu s",
+                ],
+                gateway
+                    .runs
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.channel.name().to_owned(),
+                            r.label.clone(),
+                            format!("{:.0}", r.offered_rate),
+                            r.chats.to_string(),
+                            r.messages.to_string(),
+                            r.replied.to_string(),
+                            r.duplicates.to_string(),
+                            format!("{:.0}", r.throughput),
+                            format!("{:.1}", r.latency.p50_ms),
+                            format!("{:.1}", r.latency.p90_ms),
+                            format!("{:.1}", r.latency.p99_ms),
+                            format!("{:.1}", r.latency.max_ms),
+                            format!("{:.2}", r.herald_cpu_ms_per_message),
+                            format!("{:.1}", r.bench_cpu_seconds),
+                        ]
+                    })
+                    .collect(),
+            );
+            if gateway.warning_count > 0 {
+                let _ = writeln!(
+                    out,
+                    "Herald logged {} warnings/errors; a sample:",
+                    gateway.warning_count
+                );
+                for line in &gateway.warnings {
+                    let _ = writeln!(out, "  {line}");
+                }
+                out.push('\n');
+            }
+        }
+        if let Some(startup) = &self.startup {
+            let restarts: Vec<String> = startup.restart_ms.iter().map(|ms| format!("{ms:.0}")).collect();
+            let _ = writeln!(
+                out,
+                "Start to ready ({}): fresh database {:.0} ms; restarts {} ms (median {:.0})\n",
+                startup.channels.join(", "),
+                startup.fresh_database_ms,
+                restarts.join(", "),
+                startup.restart_median_ms
+            );
+        }
+        if !self.queue.is_empty() {
+            table(
+                &mut out,
+                "Queue alone (herald-store Storage)",
+                &[
+                    "backend",
+                    "tasks",
+                    "convs",
+                    "workers",
+                    "enqueue/s",
+                    "claim+complete/s",
+                    "claim p50 ms",
+                    "claim p99 ms",
+                    "complete p50 ms",
+                    "complete p99 ms",
+                    "empty claims",
+                ],
+                self.queue
+                    .iter()
+                    .map(|q| {
+                        vec![
+                            q.backend.clone(),
+                            q.tasks.to_string(),
+                            q.conversations.to_string(),
+                            q.workers.to_string(),
+                            format!("{:.0}", q.enqueue_per_second),
+                            format!("{:.0}", q.claim_complete_per_second),
+                            format!("{:.2}", q.claim.p50_ms),
+                            format!("{:.2}", q.claim.p99_ms),
+                            format!("{:.2}", q.complete.p50_ms),
+                            format!("{:.2}", q.complete.p99_ms),
+                            q.empty_claims.to_string(),
+                        ]
+                    })
+                    .collect(),
+            );
+        }
+        if let Some(s) = &self.skills {
+            let mut rows = vec![
+                vec![
+                    "skills generated / loaded".to_owned(),
+                    format!("{} / {}", s.skills, s.loaded),
+                ],
+                vec!["discovery (first scan)".to_owned(), format!("{:.0} ms", s.discovery_ms)],
+                vec!["rescan, nothing changed".to_owned(), format!("{:.0} ms", s.rescan_ms)],
+                vec![
+                    "rescan, one skill changed".to_owned(),
+                    format!("{:.0} ms", s.rescan_one_changed_ms),
+                ],
+                vec![
+                    format!("catalog per turn (budget {})", s.catalog_budget),
+                    format!(
+                        "{} chars, {} listed, {} left out",
+                        s.catalog_chars, s.catalog_listed, s.catalog_left_out
+                    ),
+                ],
+                vec![
+                    "catalog render time per turn".to_owned(),
+                    format!("{:.1} ms", s.catalog_render_ms),
+                ],
+                vec![
+                    "full catalog (no budget)".to_owned(),
+                    format!(
+                        "{} chars, {:.1} chars/skill beyond name+description",
+                        s.full_catalog_chars, s.catalog_overhead_per_skill
+                    ),
+                ],
+                vec![
+                    "SkillToolbox::prepare per turn".to_owned(),
+                    format!("{:.1} ms", s.prepare_ms),
+                ],
+                vec![
+                    "prompt sections / tool schemas per turn".to_owned(),
+                    format!("{} / {} chars", s.prepare_section_chars, s.tools_json_chars),
+                ],
+            ];
+            if let Some(a) = &s.activation {
+                rows.push(vec![
+                    format!("${} through herald run", a.skill),
+                    format!(
+                        "body reached model: {}; ready {:.0} ms; reply {:.0} ms; model request {} bytes",
+                        a.body_reached_model, a.ready_ms, a.reply_ms, a.model_request_bytes
+                    ),
+                ]);
+            }
+            table(&mut out, "Skills at scale", &["measure", "result"], rows);
+        }
+        for skipped in &self.skipped {
+            let _ = writeln!(out, "skipped: {skipped}");
+        }
+        out
+    }
+}
+
+/// A Markdown-compatible table with a title line.
+fn table(out: &mut String, title: &str, header: &[&str], rows: Vec<Vec<String>>) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        format!("| {} |\n", padded.join(" | "))
+    };
+    let _ = writeln!(out, "{title}\n");
+    out.push_str(&line(header.iter().map(|h| (*h).to_owned()).collect()));
+    out.push_str(&line(widths.iter().map(|w| "-".repeat(*w)).collect()));
+    for row in rows {
+        out.push_str(&line(row));
+    }
+    out.push('\n');
+}
