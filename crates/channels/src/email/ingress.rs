@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_imap::types::UnsolicitedResponse;
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use herald_core::{ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundSink};
@@ -25,6 +26,22 @@ use super::render::Thread;
 
 /// IDLE is ended and issued again after this long (servers may drop it at 30 minutes).
 const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
+
+/// Whether the server announced new mail (`EXISTS`, `RECENT`) in untagged
+/// responses since the last look, emptying what async-imap queued.
+///
+/// A server tells a client about new mail once, with whatever command is
+/// running when it arrives. Mail that arrived while Herald was searching or
+/// fetching is announced there and not again when IDLE starts: without this
+/// check, Herald would IDLE past it until the next new mail or the renewal.
+fn announced_new_mail(queued: impl Iterator<Item = UnsolicitedResponse>) -> bool {
+    queued.fold(false, |news, response| {
+        news || matches!(
+            response,
+            UnsolicitedResponse::Exists(_) | UnsolicitedResponse::Recent(_)
+        )
+    })
+}
 
 pub struct EmailIngress {
     pub imap: ImapConfig,
@@ -218,13 +235,23 @@ impl EmailIngress {
         }
         info!(mailbox = %self.imap.mailbox, idle, "reading mail");
         sink.connected(&ChannelName::new(CHANNEL), true);
+        let unsolicited = session.unsolicited_responses.clone();
+        let queued = || std::iter::from_fn(|| unsolicited.try_recv().ok());
         loop {
             if !self.read_new(&mut session, &mut cursor, sink, shutdown).await? {
                 return Ok(());
             }
+            if announced_new_mail(queued()) {
+                continue;
+            }
             if idle {
                 let mut handle = session.idle();
                 handle.init().await.map_err(imap_error)?;
+                if announced_new_mail(queued()) {
+                    // Announced before the server acknowledged IDLE.
+                    session = handle.done().await.map_err(imap_error)?;
+                    continue;
+                }
                 let outcome = {
                     let (wait, _stop) = handle.wait_with_timeout(IDLE_RENEW);
                     tokio::select! {
@@ -281,5 +308,20 @@ impl ChannelIngress for EmailIngress {
         let _ = session.logout().await;
         self.smtp.probe().await?;
         Ok(format!("{} (IMAP {}, SMTP ok)", self.from, self.imap.mailbox))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_mail_is_told_by_exists_or_recent_and_everything_queued_is_consumed() {
+        let mut queued = vec![UnsolicitedResponse::Exists(3), UnsolicitedResponse::Expunge(1)].into_iter();
+        assert!(announced_new_mail(queued.by_ref()));
+        assert_eq!(queued.len(), 0, "an older announcement must not count next time");
+        assert!(announced_new_mail([UnsolicitedResponse::Recent(1)].into_iter()));
+        assert!(!announced_new_mail([UnsolicitedResponse::Expunge(2)].into_iter()));
+        assert!(!announced_new_mail(std::iter::empty()));
     }
 }
