@@ -71,6 +71,11 @@ pub struct Memory {
     pub rss_kib: u64,
     /// `VmHWM`: the most it was ever resident.
     pub hwm_kib: u64,
+    /// `RssAnon`: the resident part that is the process's own (heap, stacks).
+    pub anon_kib: u64,
+    /// `RssFile`: resident pages of mapped files, mostly the binary's code;
+    /// shared with other processes running it and reclaimable.
+    pub file_kib: u64,
 }
 
 impl Memory {
@@ -87,6 +92,8 @@ impl Memory {
         Ok(Self {
             rss_kib: field("VmRSS:")?,
             hwm_kib: field("VmHWM:")?,
+            anon_kib: field("RssAnon:")?,
+            file_kib: field("RssFile:")?,
         })
     }
 }

@@ -211,11 +211,16 @@ impl Report {
             );
             let _ = writeln!(
                 out,
-                "Herald RSS idle {:.1} MiB (peak {:.1}), idle CPU {:.2}% of a core; after the loads {:.1} MiB (peak {:.1})\n",
+                "Herald RSS idle {:.1} MiB (anonymous {:.1}, files {:.1}; peak {:.1}), idle CPU {:.2}% of a core; \
+                 after the loads {:.1} MiB (anonymous {:.1}, files {:.1}; peak {:.1})\n",
                 mib(gateway.idle.rss_kib),
+                mib(gateway.idle.anon_kib),
+                mib(gateway.idle.file_kib),
                 mib(gateway.idle.hwm_kib),
                 gateway.idle_cpu_percent,
                 mib(gateway.after_load.rss_kib),
+                mib(gateway.after_load.anon_kib),
+                mib(gateway.after_load.file_kib),
                 mib(gateway.after_load.hwm_kib)
             );
             table(
