@@ -315,6 +315,17 @@ impl FakeSlack {
         self.shared.lock().push_log.clone()
     }
 
+    /// The next Web API calls of `method` (`chat.postMessage`,
+    /// `apps.connections.open`) get these faults instead of an answer, one each.
+    pub fn inject_faults(&self, method: &str, faults: impl IntoIterator<Item = crate::faults::Fault>) {
+        self.shared.lock().faults.add(method, faults);
+    }
+
+    /// Faults injected and not yet answered.
+    pub fn faults_pending(&self) -> usize {
+        self.shared.lock().faults.remaining()
+    }
+
     /// Open Socket Mode connections.
     pub fn connections(&self) -> usize {
         self.shared.lock().connections.len()

@@ -86,6 +86,8 @@ pub struct State {
     pub delivered_stamps: Vec<Stamped>,
     /// Accepted `chat.postMessage`s, stamped when their request arrived.
     pub sent_stamps: Vec<Stamped>,
+    /// Web API calls answered with a fault instead (by method name).
+    pub faults: crate::faults::Faults,
 }
 
 /// One Events API request the fake made.
@@ -139,6 +141,7 @@ impl State {
             push_log: Vec::new(),
             delivered_stamps: Vec::new(),
             sent_stamps: Vec::new(),
+            faults: Default::default(),
         }
     }
 

@@ -121,7 +121,14 @@ async fn api(
     body: Bytes,
 ) -> Response {
     let arrived = std::time::Instant::now();
-    shared.lock().calls.push(method.clone());
+    let fault = {
+        let mut state = shared.lock();
+        state.calls.push(method.clone());
+        state.faults.take(&method)
+    };
+    if let Some(fault) = fault {
+        return fault.response();
+    }
     let arguments = match arguments(query.as_deref(), &headers, &body) {
         Ok(arguments) => arguments,
         Err(error) => return refuse(error),
