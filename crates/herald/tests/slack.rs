@@ -127,43 +127,15 @@ async fn server_errors_dropped_connections_and_429_storms_are_waited_out() {
     use herald_testkit::faults::Fault;
 
     let setup = Setup::new(FakeSlack::start_quick().await).await;
-    let herald = setup.start().await;
-    let admin = setup.platform.admin();
-    setup.platform.send_dm(&admin, "warm up").await;
-    setup.sent(1, REPLY, &herald).await;
-
     let internal = Fault::Status(200, r#"{"ok":false,"error":"internal_error"}"#.into());
-    setup
-        .platform
-        .inject_faults("apps.connections.open", [Fault::bad_gateway()]);
-    setup.platform.request_reconnect("refresh_requested");
-    setup
-        .platform
-        .inject_faults("chat.postMessage", [Fault::Drop, Fault::bad_gateway(), internal]);
-    setup.platform.throttle_next(4, Duration::from_millis(700));
-    for n in 1..=5 {
-        setup.platform.send_dm(&admin, &format!("storm {n}")).await;
-    }
-    let sent = setup.sent(6, conformance::BURST, &herald).await;
-    let texts: Vec<&str> = sent.iter().map(|m| m.text.as_str()).collect();
-    assert_eq!(
-        texts,
-        [
-            "echo: warm up",
-            "echo: storm 1",
-            "echo: storm 2",
-            "echo: storm 3",
-            "echo: storm 4",
-            "echo: storm 5"
-        ],
-        "each message once, in order\n{}",
-        herald.stderr()
-    );
-    assert_eq!(setup.platform.faults_pending(), 0, "every fault was met");
-    assert!(
-        setup.platform.violations().is_empty(),
-        "sent before Retry-After: {:?}",
-        setup.platform.violations()
-    );
-    assert_eq!(setup.model.requests().len(), 6, "one model call per message");
+    conformance::faults_and_a_429_storm_are_waited_out(
+        setup,
+        |slack| {
+            slack.inject_faults("apps.connections.open", [Fault::bad_gateway()]);
+            slack.request_reconnect("refresh_requested");
+            slack.inject_faults("chat.postMessage", [Fault::Drop, Fault::bad_gateway(), internal]);
+        },
+        FakeSlack::faults_pending,
+    )
+    .await;
 }

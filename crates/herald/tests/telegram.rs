@@ -171,46 +171,19 @@ async fn server_errors_dropped_connections_and_429_storms_are_waited_out() {
     use herald_testkit::faults::Fault;
 
     let setup = Setup::new(FakeTelegram::start().await).await;
-    let herald = setup.start().await;
-    let admin = setup.platform.admin();
-    setup.platform.send_dm(&admin, "warm up").await;
-    setup.sent(1, REPLY, &herald).await;
-
-    // Polling meets a bad gateway, a dropped connection and a Bot API 500;
-    // sending meets the same, then a run of 429s.
     let internal = Fault::Status(
         500,
         r#"{"ok":false,"error_code":500,"description":"Internal Server Error"}"#.into(),
     );
-    setup
-        .platform
-        .inject_faults("getUpdates", [Fault::bad_gateway(), Fault::Drop, internal.clone()]);
-    setup
-        .platform
-        .inject_faults("sendMessage", [Fault::Drop, Fault::bad_gateway(), internal]);
-    setup.platform.throttle_next(4, Duration::from_millis(700));
-    for n in 1..=5 {
-        setup.platform.send_dm(&admin, &format!("storm {n}")).await;
-    }
-    let sent = setup.sent(6, conformance::BURST, &herald).await;
-    let texts: Vec<&str> = sent.iter().map(|m| m.text.as_str()).collect();
-    assert_eq!(
-        texts,
-        [
-            "echo: warm up",
-            "echo: storm 1",
-            "echo: storm 2",
-            "echo: storm 3",
-            "echo: storm 4",
-            "echo: storm 5"
-        ],
-        "each message once, in order"
-    );
-    assert_eq!(setup.platform.faults_pending(), 0, "every fault was met");
-    assert!(
-        setup.platform.violations().is_empty(),
-        "sent before retry_after: {:?}",
-        setup.platform.violations()
-    );
-    assert_eq!(setup.model.requests().len(), 6, "one model call per message");
+    // Polling meets a bad gateway, a dropped connection and a Bot API 500;
+    // sending meets the same.
+    conformance::faults_and_a_429_storm_are_waited_out(
+        setup,
+        |telegram| {
+            telegram.inject_faults("getUpdates", [Fault::bad_gateway(), Fault::Drop, internal.clone()]);
+            telegram.inject_faults("sendMessage", [Fault::Drop, Fault::bad_gateway(), internal]);
+        },
+        FakeTelegram::faults_pending,
+    )
+    .await;
 }

@@ -513,3 +513,46 @@ pub async fn an_unknown_sender_gets_a_pairing_code_and_no_model_call(platform: i
     assert_eq!(sent[2].text, "echo: thanks");
     assert_eq!(setup.model.requests().len(), 1);
 }
+
+/// Each platform's fault test: after a warm-up, `inject` sets the platform's
+/// faults (in its own method names), then four 429s and five messages come;
+/// every message is answered once, in order, every fault was met
+/// (`pending` reads the fake's count), and nothing was sent before
+/// `retry_after`.
+pub async fn faults_and_a_429_storm_are_waited_out<P: FakePlatform>(
+    setup: Setup<P>,
+    inject: impl FnOnce(&P),
+    pending: impl Fn(&P) -> usize,
+) {
+    let herald = setup.start().await;
+    let admin = setup.platform.admin();
+    setup.platform.send_dm(&admin, "warm up").await;
+    setup.sent(1, REPLY, &herald).await;
+
+    inject(&setup.platform);
+    setup.platform.throttle_next(4, Duration::from_millis(700));
+    for n in 1..=5 {
+        setup.platform.send_dm(&admin, &format!("storm {n}")).await;
+    }
+    let sent = setup.sent(6, BURST, &herald).await;
+    assert_eq!(
+        texts(&sent),
+        [
+            "echo: warm up",
+            "echo: storm 1",
+            "echo: storm 2",
+            "echo: storm 3",
+            "echo: storm 4",
+            "echo: storm 5"
+        ],
+        "each message once, in order\n{}",
+        herald.stderr()
+    );
+    assert_eq!(pending(&setup.platform), 0, "every fault was met");
+    assert!(
+        setup.platform.violations().is_empty(),
+        "sent before retry_after: {:?}",
+        setup.platform.violations()
+    );
+    assert_eq!(setup.model.requests().len(), 6, "one model call per message");
+}
