@@ -64,13 +64,7 @@ const UNLIMITED: u32 = 1_000_000_000;
 
 impl Platforms {
     pub async fn start(with_email: bool) -> Result<Self> {
-        let telegram = FakeTelegram::start_with(FakeTelegramOptions {
-            per_chat: None,
-            per_group: None,
-            per_bot: None,
-            ..FakeTelegramOptions::default()
-        })
-        .await;
+        let telegram = FakeTelegram::start_with(FakeTelegramOptions::unthrottled()).await;
         let discord = FakeDiscord::start().await;
         discord.set_message_bucket(UNLIMITED, Duration::from_secs(1));
         discord.set_typing_bucket(UNLIMITED, Duration::from_secs(1));

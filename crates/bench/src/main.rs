@@ -217,6 +217,22 @@ fn herald_extra(args: &Args) -> String {
     extra
 }
 
+/// A folder with a `herald.yaml` for every channel's fake and the model.
+fn herald_config(
+    args: &Args,
+    platforms: &Platforms,
+    model: &ScriptedModel,
+) -> Result<(tempfile::TempDir, PathBuf)> {
+    let dir = tempfile::tempdir()?;
+    let config = write_config(
+        dir.path(),
+        &model.base_url(),
+        &platforms.channels_yaml(),
+        &herald_extra(args),
+    )?;
+    Ok((dir, config))
+}
+
 /// How long Herald is watched doing nothing, for its idle CPU use.
 const IDLE_WINDOW: Duration = Duration::from_secs(5);
 
@@ -236,13 +252,7 @@ async fn wait_disconnected(platforms: &Platforms) {
 }
 
 async fn startup(args: &Args, binary: &Path, platforms: &Platforms, model: &ScriptedModel) -> Result<Startup> {
-    let dir = tempfile::tempdir()?;
-    let config = write_config(
-        dir.path(),
-        &model.base_url(),
-        &platforms.channels_yaml(),
-        &herald_extra(args),
-    )?;
+    let (_dir, config) = herald_config(args, platforms, model)?;
     wait_disconnected(platforms).await;
     let mut times = Vec::new();
     for _ in 0..args.ready_runs.max(2) {
@@ -261,13 +271,7 @@ async fn startup(args: &Args, binary: &Path, platforms: &Platforms, model: &Scri
 }
 
 async fn gateway_runs(args: &Args, binary: &Path, platforms: &Platforms, model: &ScriptedModel) -> Result<Gateway> {
-    let dir = tempfile::tempdir()?;
-    let config = write_config(
-        dir.path(),
-        &model.base_url(),
-        &platforms.channels_yaml(),
-        &herald_extra(args),
-    )?;
+    let (_dir, config) = herald_config(args, platforms, model)?;
     progress("starting herald for the gateway runs");
     let herald = Herald::start(binary, &config, Duration::from_secs(60)).await?;
     platforms.wait_connected(&herald, Duration::from_secs(30)).await?;

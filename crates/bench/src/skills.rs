@@ -197,13 +197,7 @@ async fn activation(binary: &Path, dir: &Path, count: usize) -> Result<Activatio
     let index = count * 3 / 7;
     let skill = skill_name(index);
     let model = ScriptedModel::start().await;
-    let telegram = FakeTelegram::start_with(FakeTelegramOptions {
-        per_chat: None,
-        per_group: None,
-        per_bot: None,
-        ..FakeTelegramOptions::default()
-    })
-    .await;
+    let telegram = FakeTelegram::start_with(FakeTelegramOptions::unthrottled()).await;
     let work = tempfile::tempdir()?;
     let channels = format!("  telegram:\n{}", telegram.channel_yaml());
     let extra = format!(

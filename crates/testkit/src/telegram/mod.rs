@@ -79,6 +79,16 @@ impl FakeTelegramOptions {
             ..Self::default()
         }
     }
+
+    /// No rate enforced at all, for benchmarks that measure Herald, not the limits.
+    pub fn unthrottled() -> Self {
+        Self {
+            per_chat: None,
+            per_group: None,
+            per_bot: None,
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for FakeTelegramOptions {
