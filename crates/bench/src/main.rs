@@ -218,11 +218,7 @@ fn herald_extra(args: &Args) -> String {
 }
 
 /// A folder with a `herald.yaml` for every channel's fake and the model.
-fn herald_config(
-    args: &Args,
-    platforms: &Platforms,
-    model: &ScriptedModel,
-) -> Result<(tempfile::TempDir, PathBuf)> {
+fn herald_config(args: &Args, platforms: &Platforms, model: &ScriptedModel) -> Result<(tempfile::TempDir, PathBuf)> {
     let dir = tempfile::tempdir()?;
     let config = write_config(
         dir.path(),
