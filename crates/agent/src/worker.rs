@@ -26,7 +26,7 @@ use herald_core::heartbeat::{DEFAULT_ACK_MAX_CHARS, quiet_replies, strip_ok_toke
 use herald_core::{
     Admins, ChatModel, ClaimFilter, ConversationId, ConversationStore, DeliveryReceipt, FailOutcome, HistoryEntry,
     InstructionOrigin, Lease, NewHistoryEntry, Outbound, OutboundMessage, Role, StoreError, TaskId, TaskPayload,
-    TaskQueue, Toolbox, TurnScope,
+    TaskQueue, Toolbox, TurnOrigin, TurnScope,
 };
 use tokio::sync::broadcast;
 use tokio::task::JoinSet;
@@ -387,15 +387,27 @@ impl Agent {
     }
 
     fn scope_of(&self, lease: &Lease) -> TurnScope {
-        let (conversation, actor, reply_to) = match &lease.task.payload {
+        let (conversation, actor, reply_to, origin) = match &lease.task.payload {
             TaskPayload::Message(message) => (
                 message.conversation.clone(),
                 Some(message.sender.id.clone()),
                 Some(message.platform_message_id.clone()),
+                TurnOrigin::Person,
             ),
             TaskPayload::Instruction {
-                conversation, actor, ..
-            } => (conversation.clone(), actor.clone(), None),
+                conversation,
+                actor,
+                origin,
+                ..
+            } => (
+                conversation.clone(),
+                actor.clone(),
+                None,
+                match origin {
+                    InstructionOrigin::Schedule { .. } => TurnOrigin::Schedule,
+                    InstructionOrigin::Heartbeat => TurnOrigin::Heartbeat,
+                },
+            ),
         };
         let is_admin = actor.as_ref().is_some_and(|actor| self.admins.contains(actor));
         TurnScope {
@@ -404,6 +416,7 @@ impl Agent {
             actor,
             is_admin,
             reply_to,
+            origin,
         }
     }
 

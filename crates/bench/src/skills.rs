@@ -145,6 +145,7 @@ fn scope() -> TurnScope {
         actor: Some(ActorId::on(&channel, "42")),
         is_admin: false,
         reply_to: None,
+        origin: herald_core::TurnOrigin::Person,
     }
 }
 

@@ -36,4 +36,4 @@ pub use schedule::{NewSchedule, Schedule, ScheduleId, ScheduleStore};
 pub use store::{ConversationStore, DeliveryReceipt, QueueStats, StoreError, TaskQueue};
 pub use task::{ClaimFilter, Enqueued, FailOutcome, InstructionOrigin, Lease, NewTask, Task, TaskPayload, TaskState};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
-pub use tools::{NoTools, PromptSection, ToolOutput, Toolbox, TurnPreparation, TurnScope};
+pub use tools::{NoTools, PromptSection, ToolOutput, Toolbox, TurnOrigin, TurnPreparation, TurnScope};

@@ -11,6 +11,28 @@ use crate::ids::{ActorId, TaskId};
 use crate::llm::{ToolCall, ToolSpec};
 use crate::message::ConversationRef;
 
+/// What set a turn in motion. Chat commands (`/approve`, `/skills enable`,
+/// `/schedule`, …) are obeyed only in a turn a person started: a scheduled
+/// instruction or a heartbeat was written by someone earlier (perhaps by the
+/// model itself, through `schedule_task`) and must not act as a person now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnOrigin {
+    /// A person's inbound message, authenticated by its platform.
+    Person,
+    /// A scheduled instruction, run as the actor who created the schedule.
+    Schedule,
+    /// A heartbeat checklist.
+    Heartbeat,
+}
+
+impl TurnOrigin {
+    /// Whether the turn's input was typed by a person just now, so chat
+    /// commands in it may be obeyed.
+    pub fn is_person(self) -> bool {
+        self == TurnOrigin::Person
+    }
+}
+
 /// Who a turn runs for, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TurnScope {
@@ -22,6 +44,8 @@ pub struct TurnScope {
     pub is_admin: bool,
     /// The platform message being answered, if any.
     pub reply_to: Option<String>,
+    /// Whether a person or an earlier instruction started this turn.
+    pub origin: TurnOrigin,
 }
 
 /// A labelled part of the system prompt, for prompt accounting.
@@ -76,7 +100,9 @@ impl ToolOutput {
 #[async_trait]
 pub trait Toolbox: Send + Sync {
     /// Prepares a turn: prompt sections, tools for this sender, rewritten
-    /// input. `user_text` is `None` for turns nobody typed.
+    /// input. `user_text` is what the turn answers: the person's message or
+    /// the scheduled instruction. Chat commands in it are answered only when
+    /// `scope.origin` is a person.
     async fn prepare(&self, scope: &TurnScope, user_text: Option<&str>) -> TurnPreparation;
 
     /// Runs one tool call. `ordinal` counts the calls of this task, so a

@@ -171,7 +171,9 @@ impl ScheduleCommands {
 #[async_trait]
 impl Toolbox for ScheduleCommands {
     async fn prepare(&self, scope: &TurnScope, user_text: Option<&str>) -> TurnPreparation {
-        if let Some(parsed) = user_text.and_then(parse_schedule_command) {
+        if scope.origin.is_person()
+            && let Some(parsed) = user_text.and_then(parse_schedule_command)
+        {
             let reply = match parsed {
                 _ if !scope.is_admin => {
                     "Only admins can use /schedule. You can ask me to schedule something for this conversation."

@@ -2,7 +2,7 @@
 //! for, and the texts Herald shows. Stored in the `skill_confirmations`
 //! scope so a restart does not lose a pending question.
 
-use herald_core::{ActorId, ConversationRef, TaskId, Timestamp, TurnScope};
+use herald_core::{ActorId, ConversationRef, TaskId, Timestamp, TurnOrigin, TurnScope};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,7 +31,8 @@ pub struct PendingCall {
 }
 
 impl PendingCall {
-    /// The scope the call runs in once approved: the turn that asked for it.
+    /// The scope the call runs in once approved: the turn that asked for it,
+    /// set going again by the person who typed `/approve`.
     pub fn scope(&self) -> TurnScope {
         TurnScope {
             task: self.task,
@@ -39,6 +40,7 @@ impl PendingCall {
             actor: self.actor.clone(),
             is_admin: true,
             reply_to: self.reply_to.clone(),
+            origin: TurnOrigin::Person,
         }
     }
 

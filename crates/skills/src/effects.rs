@@ -230,46 +230,43 @@ impl SkillToolbox {
             }
         };
         let valid_for = herald_core::duration::format(self.services.config.confirm_timeout);
-        let pending = match existing {
-            Some(pending) => pending,
-            None => {
-                let timeout = chrono::Duration::from_std(self.services.config.confirm_timeout)
-                    .unwrap_or_else(|_| chrono::Duration::minutes(10));
-                let pending = PendingCall {
-                    code: new_code(),
-                    task: scope.task,
-                    conversation: scope.conversation.clone(),
-                    actor: scope.actor.clone(),
-                    reply_to: scope.reply_to.clone(),
-                    skill: name.clone(),
-                    arguments,
-                    canonical,
-                    ordinal,
-                    expires_at: now + timeout,
-                };
-                let value = serde_json::to_value(&pending).unwrap_or_default();
-                if let Err(err) = store.put_state(state::CONFIRMATIONS, &pending.code, &value).await {
-                    tracing::warn!(error = %err, skill = %name, "confirmation not stored; not asking");
-                    return ToolOutput::error(format!("storage is unavailable, so `{name}` was not run"));
-                }
-                let question = herald_core::OutboundMessage {
-                    conversation: scope.conversation.clone(),
-                    text: pending.question(&valid_for),
-                    reply_to: scope.reply_to.clone(),
-                    idempotency_key: None,
-                };
-                if let Err(err) = self.services.outbound.send(&question).await {
-                    tracing::warn!(error = %err, skill = %name, "confirmation question not sent");
-                }
-                tracing::info!(skill = %name, task = %scope.task, "dangerous skill waits for confirmation");
-                pending
+        if existing.is_none() {
+            let timeout = chrono::Duration::from_std(self.services.config.confirm_timeout)
+                .unwrap_or_else(|_| chrono::Duration::minutes(10));
+            let pending = PendingCall {
+                code: new_code(),
+                task: scope.task,
+                conversation: scope.conversation.clone(),
+                actor: scope.actor.clone(),
+                reply_to: scope.reply_to.clone(),
+                skill: name.clone(),
+                arguments,
+                canonical,
+                ordinal,
+                expires_at: now + timeout,
+            };
+            let value = serde_json::to_value(&pending).unwrap_or_default();
+            if let Err(err) = store.put_state(state::CONFIRMATIONS, &pending.code, &value).await {
+                tracing::warn!(error = %err, skill = %name, "confirmation not stored; not asking");
+                return ToolOutput::error(format!("storage is unavailable, so `{name}` was not run"));
             }
-        };
+            let question = herald_core::OutboundMessage {
+                conversation: scope.conversation.clone(),
+                text: pending.question(&valid_for),
+                reply_to: scope.reply_to.clone(),
+                idempotency_key: None,
+            };
+            if let Err(err) = self.services.outbound.send(&question).await {
+                tracing::warn!(error = %err, skill = %name, "confirmation question not sent");
+            }
+            tracing::info!(skill = %name, task = %scope.task, "dangerous skill waits for confirmation");
+        }
+        // The code goes to the people in the conversation only: a model that
+        // read it could get it typed back to Herald (a scheduled instruction,
+        // a quoted message) and approve its own call.
         ToolOutput::ok(format!(
-            "Not run yet: `{name}` needs an admin's confirmation. The admin was asked to reply \
-             /approve {code} (or /deny {code}) within {valid_for}; it runs then. Tell the user and do not call \
-             it again.",
-            code = pending.code
+            "Not run yet: `{name}` needs an admin's confirmation, which was asked for in this conversation \
+             (valid {valid_for}); it runs when an admin approves. Tell the user and do not call it again."
         ))
     }
 

@@ -342,7 +342,11 @@ fn eager_section(view: &TurnView, caps: &CapLimits) -> Option<PromptSection> {
 impl Toolbox for SkillToolbox {
     async fn prepare(&self, scope: &TurnScope, user_text: Option<&str>) -> TurnPreparation {
         self.rescan_if_due().await;
-        if let Some(parsed) = user_text.and_then(parse_command) {
+        // Commands come from people: an instruction someone scheduled (the
+        // model included) is text for the model, never a command.
+        if scope.origin.is_person()
+            && let Some(parsed) = user_text.and_then(parse_command)
+        {
             let reply = match parsed {
                 Ok(command) => self.run_command(scope, command).await,
                 Err(usage) => usage,

@@ -104,6 +104,7 @@ fn scope(task: i64, admin: bool) -> TurnScope {
         actor: Some(ActorId::new("local:owner")),
         is_admin: admin,
         reply_to: None,
+        origin: herald_core::TurnOrigin::Person,
     }
 }
 

@@ -27,6 +27,7 @@ fn scope(conversation: &str, actor: &str, is_admin: bool) -> TurnScope {
         actor: Some(ActorId::new(actor)),
         is_admin,
         reply_to: None,
+        origin: herald_core::TurnOrigin::Person,
     }
 }
 

@@ -133,6 +133,7 @@ fn scope(task: i64, admin: bool) -> TurnScope {
         actor: Some(ActorId::new("local:alice")),
         is_admin: admin,
         reply_to: None,
+        origin: herald_core::TurnOrigin::Person,
     }
 }
 
