@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod channel;
+pub mod command;
 pub mod duration;
 pub mod heartbeat;
 pub mod history;

@@ -18,14 +18,11 @@ pub enum ScheduleCommand {
 /// `None` when the text is not this command; `Some(Err(usage))` when it is,
 /// badly formed.
 pub fn parse_schedule_command(text: &str) -> Option<Result<ScheduleCommand, String>> {
-    let text = text.trim_start();
-    let (first, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
-    // `/schedule@herald_bot` is how Telegram addresses a command in a group.
-    let command = first.split_once('@').map_or(first, |(command, _)| command);
-    if command != "/schedule" {
+    let command = herald_core::command::slash_command(text)?;
+    if command.name != "schedule" {
         return None;
     }
-    let rest = rest.trim();
+    let rest = command.rest;
     let (verb, arguments) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     let arguments = arguments.trim();
     let usage = || Err(USAGE.to_owned());
@@ -50,7 +47,7 @@ mod tests {
         for (text, expected) in [
             ("/schedule", Some(Ok(List))),
             (" /schedule list ", Some(Ok(List))),
-            ("/schedule@herald_bot list", Some(Ok(List))),
+            ("/schedule@other_bot list", None),
             (
                 "/schedule add every 30m Check the deploy",
                 Some(Ok(Add("every 30m Check the deploy".into()))),

@@ -29,22 +29,19 @@ impl SkillCommand {
 /// `None` when the text is not one of these commands; `Some(Err(usage))`
 /// when it is one, badly formed.
 pub fn parse_command(text: &str) -> Option<Result<SkillCommand, String>> {
-    let mut words = text.split_whitespace();
-    let first = words.next()?;
-    // `/skills@herald_bot` is how Telegram addresses a command in a group.
-    let command = first.split_once('@').map_or(first, |(command, _)| command);
-    let rest: Vec<&str> = words.collect();
+    let command = herald_core::command::slash_command(text)?;
+    let rest: Vec<&str> = command.rest.split_whitespace().collect();
     let usage = || Err(USAGE.to_owned());
-    let parsed = match (command, rest.as_slice()) {
-        ("/skills", [] | ["list"]) => Ok(SkillCommand::List),
-        ("/skills", ["info", name]) => Ok(SkillCommand::Info((*name).to_owned())),
-        ("/skills", ["enable", name]) => Ok(SkillCommand::Enable((*name).to_owned())),
-        ("/skills", ["disable", name]) => Ok(SkillCommand::Disable((*name).to_owned())),
-        ("/skills", ["reload"]) => Ok(SkillCommand::Reload),
-        ("/skills", _) => usage(),
-        ("/approve", [code]) => Ok(SkillCommand::Approve(code.to_ascii_uppercase())),
-        ("/deny", [code]) => Ok(SkillCommand::Deny(code.to_ascii_uppercase())),
-        ("/approve" | "/deny", _) => usage(),
+    let parsed = match (command.name, rest.as_slice()) {
+        ("skills", [] | ["list"]) => Ok(SkillCommand::List),
+        ("skills", ["info", name]) => Ok(SkillCommand::Info((*name).to_owned())),
+        ("skills", ["enable", name]) => Ok(SkillCommand::Enable((*name).to_owned())),
+        ("skills", ["disable", name]) => Ok(SkillCommand::Disable((*name).to_owned())),
+        ("skills", ["reload"]) => Ok(SkillCommand::Reload),
+        ("skills", _) => usage(),
+        ("approve", [code]) => Ok(SkillCommand::Approve(code.to_ascii_uppercase())),
+        ("deny", [code]) => Ok(SkillCommand::Deny(code.to_ascii_uppercase())),
+        ("approve" | "deny", _) => usage(),
         _ => return None,
     };
     Some(parsed)
@@ -60,7 +57,8 @@ mod tests {
         for (text, expected) in [
             ("/skills", Some(Ok(List))),
             ("  /skills   list ", Some(Ok(List))),
-            ("/skills@herald_bot", Some(Ok(List))),
+            // Telegram's adapter strips its own `@bot`; another bot's command is not ours.
+            ("/skills@other_bot", None),
             ("/skills info pdf", Some(Ok(Info("pdf".into())))),
             ("/skills enable pdf", Some(Ok(Enable("pdf".into())))),
             ("/skills disable pdf", Some(Ok(Disable("pdf".into())))),
