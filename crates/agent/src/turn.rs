@@ -105,7 +105,6 @@ pub async fn run_turn(
         direct: false,
     };
     let mut seen_calls: HashMap<(String, String), u32> = HashMap::new();
-    let mut ordinal = 0u32;
     let mut tool_rounds = 0u32;
     loop {
         let response = model
@@ -156,8 +155,7 @@ pub async fn run_turn(
                     call.name, budget
                 ));
             } else {
-                ordinal += 1;
-                runnable.push((index, call, ordinal));
+                runnable.push((index, call, *seen));
             }
         }
         outcome.tool_calls += runnable.len() as u32;
@@ -166,13 +164,13 @@ pub async fn run_turn(
             join_all(
                 runnable
                     .iter()
-                    .map(|(_, call, ordinal)| toolbox.invoke(request.scope, call, *ordinal)),
+                    .map(|(_, call, occurrence)| toolbox.invoke(request.scope, call, *occurrence)),
             )
             .await
         } else {
             let mut outputs = Vec::with_capacity(runnable.len());
-            for (_, call, ordinal) in &runnable {
-                outputs.push(toolbox.invoke(request.scope, call, *ordinal).await);
+            for (_, call, occurrence) in &runnable {
+                outputs.push(toolbox.invoke(request.scope, call, *occurrence).await);
             }
             outputs
         };

@@ -61,7 +61,7 @@ impl Toolbox for SendMessage {
         }
     }
 
-    async fn invoke(&self, scope: &TurnScope, call: &ToolCall, _ordinal: u32) -> ToolOutput {
+    async fn invoke(&self, scope: &TurnScope, call: &ToolCall, _occurrence: u32) -> ToolOutput {
         let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
         let text = args["text"].as_str().unwrap_or_default().to_owned();
         match self

@@ -57,7 +57,7 @@ impl Toolbox for Weather {
         }
     }
 
-    async fn invoke(&self, _scope: &TurnScope, call: &ToolCall, _ordinal: u32) -> ToolOutput {
+    async fn invoke(&self, _scope: &TurnScope, call: &ToolCall, _occurrence: u32) -> ToolOutput {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
         match args["city"].as_str() {

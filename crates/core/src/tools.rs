@@ -105,9 +105,12 @@ pub trait Toolbox: Send + Sync {
     /// `scope.origin` is a person.
     async fn prepare(&self, scope: &TurnScope, user_text: Option<&str>) -> TurnPreparation;
 
-    /// Runs one tool call. `ordinal` counts the calls of this task, so a
-    /// retried task can recognise a call it made before.
-    async fn invoke(&self, scope: &TurnScope, call: &ToolCall, ordinal: u32) -> ToolOutput;
+    /// Runs one tool call. `occurrence` counts the calls of this turn with
+    /// the same tool and the same (canonical) arguments, this one included:
+    /// with the task, the tool and the arguments it names a call whatever
+    /// order the model makes its calls in, so a task retried after a crash
+    /// recognises a call it made before.
+    async fn invoke(&self, scope: &TurnScope, call: &ToolCall, occurrence: u32) -> ToolOutput;
 
     /// Whether several calls of one model step may run at once.
     fn parallel_safe(&self, _tool: &str) -> bool {
@@ -131,7 +134,7 @@ impl Toolbox for NoTools {
         TurnPreparation::default()
     }
 
-    async fn invoke(&self, _scope: &TurnScope, call: &ToolCall, _ordinal: u32) -> ToolOutput {
+    async fn invoke(&self, _scope: &TurnScope, call: &ToolCall, _occurrence: u32) -> ToolOutput {
         ToolOutput::error(format!("no tool named `{}` exists", call.name))
     }
 }

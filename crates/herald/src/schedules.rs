@@ -190,8 +190,8 @@ impl Toolbox for ScheduleCommands {
         self.inner.prepare(scope, user_text).await
     }
 
-    async fn invoke(&self, scope: &TurnScope, call: &ToolCall, ordinal: u32) -> ToolOutput {
-        self.inner.invoke(scope, call, ordinal).await
+    async fn invoke(&self, scope: &TurnScope, call: &ToolCall, occurrence: u32) -> ToolOutput {
+        self.inner.invoke(scope, call, occurrence).await
     }
 
     fn parallel_safe(&self, tool: &str) -> bool {
