@@ -1,5 +1,5 @@
 //! Herald's agent: one turn is prompt assembly, model calls, tool calls and a
-//! reply; workers take tasks from the queue and serve them one at a time.
+//! reply; workers take tasks from the queue and serve them.
 //!
 //! Architecture invariant: the agent never decides who may run a tool. It
 //! hands every call the model makes to the [`Toolbox`](herald_core::Toolbox),
@@ -10,7 +10,7 @@ pub mod prompt;
 pub mod turn;
 pub mod worker;
 
-pub use config::{AgentConfig, TurnLimits};
+pub use config::{AgentConfig, ContextWindow, TurnLimits};
 pub use prompt::{PromptAccounting, assemble_prompt};
 pub use turn::{TurnError, TurnOutcome, TurnRequest, run_turn};
-pub use worker::{Agent, TaskFinished, WorkerPool};
+pub use worker::{Agent, AgentParts, Finish, TaskFinished, WorkerPool};

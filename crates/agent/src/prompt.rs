@@ -1,86 +1,202 @@
 //! Prompt assembly: pure, so every budgeting rule is tested without a model.
 //!
-//! Order: the system prompt, then the toolbox's sections (skill catalog,
-//! active skill instructions), then as much history as fits, newest kept,
-//! then the current input. The system prompt, the sections and the current
-//! input are never dropped; history goes oldest first.
+//! Budgets are in estimated tokens ([`herald_core::tokens`]), and everything
+//! the server will count is counted: the system prompt, the toolbox's
+//! sections (skill catalog, active skill instructions), the tool schemas,
+//! history, the current input, and each message's framing.
+//!
+//! Order: the system prompt, then the sections, then as much history as fits
+//! (newest kept), then the current input. The system prompt and the
+//! sections are never dropped. History is walked newest first and each entry
+//! is kept whole or cut down to its share, so one long old message cannot
+//! push out everything before it, nor one long new one everything else. The
+//! input is cut only when it alone would not fit.
 
-use herald_core::{ChatMessage, HistoryEntry, PromptSection, Role};
+use herald_core::tokens::{self, MESSAGE_OVERHEAD};
+use herald_core::{ChatMessage, HistoryEntry, PromptSection, Role, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 /// How a prompt was built: what `herald explain` prints.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PromptAccounting {
-    pub budget_chars: usize,
-    pub system_prompt_chars: usize,
-    /// Characters per toolbox section, by label.
+    /// The model's context window when the prompt was built.
+    pub window_tokens: usize,
+    /// What the prompt could take: the window less the answer's room.
+    pub budget_tokens: usize,
+    pub system_prompt_tokens: usize,
+    /// Estimated tokens per toolbox section, by label.
     pub sections: Vec<(String, usize)>,
+    pub tools: Vec<String>,
+    /// The tool schemas as sent.
+    pub tool_schema_tokens: usize,
     pub history_kept: usize,
     pub history_dropped: usize,
-    pub history_chars: usize,
-    pub input_chars: usize,
+    /// Entries kept but cut down to fit.
+    pub history_cut: usize,
+    pub history_tokens: usize,
+    pub input_tokens: usize,
+    /// Whether the input itself had to be cut.
+    pub input_cut: bool,
+    /// Everything above, framing included.
+    pub total_tokens: usize,
+    /// The characters of the messages sent, for comparison with the tokens.
     pub total_chars: usize,
-    pub tools: Vec<String>,
+    /// Times the prompt was built again smaller because the server said it
+    /// did not fit.
+    pub shrunk: u32,
+    /// Whether an empty answer was asked for again without tool calls.
+    pub empty_answer_retried: bool,
 }
 
 pub struct PromptParts<'a> {
     pub system_prompt: &'a str,
     pub sections: &'a [PromptSection],
+    pub tools: &'a [ToolSpec],
     pub history: &'a [HistoryEntry],
     pub input: Option<&'a str>,
-    pub budget_chars: usize,
+    pub budget_tokens: usize,
 }
 
-/// Builds the messages for a model call and accounts for every character.
+/// Entries shorter than this are never cut, and no entry is cut shorter.
+const MIN_ENTRY_TOKENS: usize = 64;
+
+/// Appended where a text was cut to fit.
+pub const CUT_MARKER: &str = "\n[… cut to fit the model's context]";
+
+/// How many of the newest entries (sizes newest first) fit in `budget`, and
+/// the cap each is cut to (`usize::MAX` when none is cut): the most entries
+/// that fit with a cap of at least [`MIN_ENTRY_TOKENS`], then the largest
+/// cap that fits them.
+fn history_fit(sizes: &[usize], budget: usize) -> (usize, usize) {
+    let within = |count: usize, cap: usize| sizes[..count].iter().map(|s| (*s).min(cap)).sum::<usize>() <= budget;
+    for count in (1..=sizes.len()).rev() {
+        if within(count, usize::MAX) {
+            return (count, usize::MAX);
+        }
+        if !within(count, MIN_ENTRY_TOKENS) {
+            continue;
+        }
+        let (mut low, mut high) = (MIN_ENTRY_TOKENS, sizes[..count].iter().copied().max().unwrap_or(0));
+        while low < high {
+            let middle = low + (high - low).div_ceil(2);
+            if within(count, middle) {
+                low = middle;
+            } else {
+                high = middle - 1;
+            }
+        }
+        return (count, low);
+    }
+    (0, usize::MAX)
+}
+
+/// The estimated tokens of the tool schemas as they go on the wire.
+pub fn tool_tokens(tools: &[ToolSpec]) -> usize {
+    tools
+        .iter()
+        .map(|tool| {
+            MESSAGE_OVERHEAD
+                + tokens::estimate(&tool.name)
+                + tokens::estimate(&tool.description)
+                + tokens::estimate(&tool.parameters.to_string())
+        })
+        .sum()
+}
+
+/// `text` cut to at most `budget` estimated tokens, marker included.
+pub fn cut_to(text: &str, budget: usize) -> String {
+    if tokens::estimate(text) <= budget {
+        return text.to_owned();
+    }
+    let room = budget.saturating_sub(tokens::estimate(CUT_MARKER));
+    let mut cut = tokens::prefix_within(text, room).to_owned();
+    cut.push_str(CUT_MARKER);
+    cut
+}
+
+/// Builds the messages for a model call and accounts for every token.
 pub fn assemble_prompt(parts: &PromptParts<'_>) -> (Vec<ChatMessage>, PromptAccounting) {
     let mut system = parts.system_prompt.trim_end().to_owned();
     let mut sections = Vec::with_capacity(parts.sections.len());
     for section in parts.sections.iter().filter(|s| !s.text.trim().is_empty()) {
         system.push_str("\n\n");
         system.push_str(section.text.trim_end());
-        sections.push((section.label.clone(), section.text.trim_end().chars().count()));
+        sections.push((section.label.clone(), tokens::estimate(section.text.trim_end())));
     }
-    let system_chars = system.chars().count();
-    let input_chars = parts.input.map_or(0, |text| text.chars().count());
+    let system_tokens = MESSAGE_OVERHEAD + tokens::estimate(&system);
+    let tool_schema_tokens = tool_tokens(parts.tools);
 
-    // Walk history newest first, keeping entries while they fit.
-    let fixed = system_chars + input_chars;
-    let mut remaining = parts.budget_chars.saturating_sub(fixed);
-    let mut kept = 0usize;
-    let mut history_chars = 0usize;
-    for entry in parts.history.iter().rev() {
-        let chars = entry.text.chars().count();
-        if chars > remaining {
-            break;
-        }
-        remaining -= chars;
-        history_chars += chars;
-        kept += 1;
+    // The input may take what the fixed parts leave, and at least a quarter
+    // of the budget: a prompt that cannot fit anyway is refused by the
+    // server and shrunk by the turn.
+    let fixed = system_tokens + tool_schema_tokens;
+    let input_room = parts
+        .budget_tokens
+        .saturating_sub(fixed + MESSAGE_OVERHEAD)
+        .max(parts.budget_tokens / 4);
+    let input = parts.input.map(|text| cut_to(text, input_room));
+    let input_cut = match (parts.input, &input) {
+        (Some(original), Some(sent)) => original.len() != sent.len(),
+        _ => false,
+    };
+    let input_tokens = input
+        .as_deref()
+        .map_or(0, |text| MESSAGE_OVERHEAD + tokens::estimate(text));
+
+    // History: as many of the newest entries as can be kept, each whole or
+    // cut to a common cap, so short entries stay whole and long ones share
+    // what is left.
+    let history_budget = parts.budget_tokens.saturating_sub(fixed + input_tokens);
+    let sizes: Vec<usize> = parts
+        .history
+        .iter()
+        .rev()
+        .map(|entry| MESSAGE_OVERHEAD + tokens::estimate(&entry.text))
+        .collect();
+    let (count, cap) = history_fit(&sizes, history_budget);
+    let mut kept: Vec<(Role, String)> = Vec::with_capacity(count);
+    let mut history_cut = 0;
+    let mut history_tokens = 0;
+    for (entry, size) in parts.history.iter().rev().zip(&sizes).take(count) {
+        let text = if *size > cap {
+            history_cut += 1;
+            cut_to(&entry.text, cap - MESSAGE_OVERHEAD)
+        } else {
+            entry.text.clone()
+        };
+        history_tokens += MESSAGE_OVERHEAD + tokens::estimate(&text);
+        kept.push((entry.role, text));
     }
-    let first_kept = parts.history.len() - kept;
+    kept.reverse();
 
-    let mut messages = Vec::with_capacity(kept + 2);
+    let mut messages = Vec::with_capacity(kept.len() + 2);
     messages.push(ChatMessage::system(system));
-    for entry in &parts.history[first_kept..] {
-        messages.push(match entry.role {
-            Role::User => ChatMessage::user(entry.text.clone()),
-            Role::Assistant => ChatMessage::assistant(entry.text.clone()),
+    for (role, text) in &kept {
+        messages.push(match role {
+            Role::User => ChatMessage::user(text.clone()),
+            Role::Assistant => ChatMessage::assistant(text.clone()),
         });
     }
-    if let Some(input) = parts.input {
+    if let Some(input) = input {
         messages.push(ChatMessage::user(input));
     }
 
     let accounting = PromptAccounting {
-        budget_chars: parts.budget_chars,
-        system_prompt_chars: parts.system_prompt.trim_end().chars().count(),
+        budget_tokens: parts.budget_tokens,
+        system_prompt_tokens: tokens::estimate(parts.system_prompt.trim_end()),
         sections,
-        history_kept: kept,
-        history_dropped: first_kept,
-        history_chars,
-        input_chars,
-        total_chars: fixed + history_chars,
-        tools: Vec::new(),
+        tools: parts.tools.iter().map(|t| t.name.clone()).collect(),
+        tool_schema_tokens,
+        history_kept: kept.len(),
+        history_dropped: parts.history.len() - kept.len(),
+        history_cut,
+        history_tokens,
+        input_tokens,
+        input_cut,
+        total_tokens: fixed + history_tokens + input_tokens,
+        total_chars: messages.iter().map(ChatMessage::chars).sum(),
+        ..PromptAccounting::default()
     };
     (messages, accounting)
 }
@@ -88,6 +204,7 @@ pub fn assemble_prompt(parts: &PromptParts<'_>) -> (Vec<ChatMessage>, PromptAcco
 #[cfg(test)]
 mod tests {
     use herald_core::time::from_millis;
+    use serde_json::json;
 
     use super::*;
 
@@ -122,51 +239,108 @@ mod tests {
             .collect()
     }
 
+    fn assemble(budget: usize, texts: &[&str], input: &str) -> (Vec<String>, PromptAccounting) {
+        let history = history(texts);
+        let (messages, accounting) = assemble_prompt(&PromptParts {
+            system_prompt: "sys",
+            sections: &[],
+            tools: &[],
+            history: &history,
+            input: Some(input),
+            budget_tokens: budget,
+        });
+        (contents(&messages), accounting)
+    }
+
+    /// `n` tokens of text: three ASCII characters make one.
+    fn words(n: usize) -> String {
+        "abc".repeat(n)
+    }
+
     #[test]
-    fn history_is_trimmed_oldest_first_to_the_budget() {
-        // system "sys" (3) + input "now" (3) = 6 fixed.
-        let cases: &[(usize, &[&str], &[&str], usize)] = &[
+    fn history_that_fits_is_sent_whole() {
+        // system 4+1, input 4+1; each short entry 4+2.
+        let (sent, accounting) = assemble(1000, &["aaaa", "bbbb", "cccc"], "now");
+        assert_eq!(sent, ["S:sys", "U:aaaa", "A:bbbb", "U:cccc", "U:now"]);
+        assert_eq!(
             (
-                100,
-                &["aaaa", "bbbb", "cccc"],
-                &["S:sys", "U:aaaa", "A:bbbb", "U:cccc", "U:now"],
-                0,
+                accounting.history_kept,
+                accounting.history_dropped,
+                accounting.history_cut
             ),
+            (3, 0, 0)
+        );
+        assert_eq!(accounting.total_tokens, 5 + 5 + 3 * 6);
+    }
+
+    #[test]
+    fn the_oldest_entries_go_first_and_the_rest_share_what_is_left() {
+        let texts: Vec<String> = (0..5).map(|i| format!("{i}{}", words(100))).collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        // Fixed parts take 10; 200 are left for five entries of 105 each:
+        // three fit when cut to a common 66.
+        let (sent, accounting) = assemble(210, &texts, "now");
+        assert_eq!(
             (
-                14,
-                &["aaaa", "bbbb", "cccc"],
-                &["S:sys", "A:bbbb", "U:cccc", "U:now"],
-                1,
+                accounting.history_kept,
+                accounting.history_dropped,
+                accounting.history_cut
             ),
-            (13, &["aaaa", "bbbb", "cccc"], &["S:sys", "U:cccc", "U:now"], 2),
-            (6, &["aaaa", "bbbb", "cccc"], &["S:sys", "U:now"], 3),
-            // Over budget with the fixed parts alone: they are still sent whole.
-            (2, &["aaaa"], &["S:sys", "U:now"], 1),
-            // A long old entry stops the walk: nothing older than it is kept either.
-            (
-                16,
-                &["a", "bbbbbbbbbbbbbbbbbbbbbbbbbb", "cc"],
-                &["S:sys", "U:cc", "U:now"],
-                2,
-            ),
-        ];
-        for (budget, texts, expected, dropped) in cases {
-            let history = history(texts);
-            let (messages, accounting) = assemble_prompt(&PromptParts {
-                system_prompt: "sys",
-                sections: &[],
-                history: &history,
-                input: Some("now"),
-                budget_chars: *budget,
-            });
-            assert_eq!(contents(&messages), *expected, "budget {budget}");
-            assert_eq!(accounting.history_dropped, *dropped, "budget {budget}");
-            assert_eq!(accounting.history_kept + accounting.history_dropped, texts.len());
+            (3, 2, 3)
+        );
+        assert_eq!(sent.len(), 5, "{sent:?}");
+        for (message, index) in sent[1..4].iter().zip(2..) {
+            assert!(
+                message[2..].starts_with(&index.to_string()),
+                "newest kept, in order: {message}"
+            );
+            assert!(message.ends_with(CUT_MARKER), "{message}");
+        }
+        assert!(accounting.total_tokens <= 210, "{accounting:?}");
+    }
+
+    #[test]
+    fn one_long_entry_is_cut_instead_of_hiding_everything_before_it() {
+        let huge = words(5000);
+        let (sent, accounting) = assemble(1000, &["first", &huge, "third"], "now");
+        assert_eq!(sent.len(), 5, "the entry before the long one is kept too: {sent:?}");
+        assert_eq!(sent[1], "U:first");
+        assert!(sent[2].ends_with(CUT_MARKER));
+        assert_eq!(sent[3], "U:third");
+        assert_eq!(accounting.history_cut, 1);
+        assert!(accounting.total_tokens <= 1000, "{accounting:?}");
+        assert!(
+            accounting.total_tokens >= 990,
+            "what is left goes to the long entry: {accounting:?}"
+        );
+    }
+
+    #[test]
+    fn history_fits_the_most_entries_then_the_largest_cap() {
+        for (sizes, budget, expected) in [
+            (vec![], 100, (0, usize::MAX)),
+            (vec![10, 10, 10], 30, (3, usize::MAX)),
+            (vec![10, 500, 10], 200, (3, 180)),
+            (vec![100, 100, 100], 200, (3, 66)),
+            (vec![100, 100, 100, 100], 200, (3, 66)),
+            (vec![100], 63, (0, usize::MAX)),
+            (vec![100], 64, (1, 64)),
+        ] {
+            assert_eq!(history_fit(&sizes, budget), expected, "{sizes:?} in {budget}");
         }
     }
 
     #[test]
-    fn sections_join_the_system_prompt_and_are_accounted() {
+    fn an_input_that_alone_is_too_long_is_cut() {
+        let huge = words(5000);
+        let (sent, accounting) = assemble(400, &["old"], &huge);
+        assert!(sent.last().unwrap().ends_with(CUT_MARKER));
+        assert!(accounting.input_cut);
+        assert!(accounting.total_tokens <= 400, "{accounting:?}");
+    }
+
+    #[test]
+    fn sections_and_tool_schemas_count_against_the_budget() {
         let sections = vec![
             PromptSection {
                 label: "catalog".into(),
@@ -176,37 +350,55 @@ mod tests {
                 label: "empty".into(),
                 text: "  ".into(),
             },
-            PromptSection {
-                label: "active".into(),
-                text: "<skill>x</skill>".into(),
-            },
         ];
+        let tools = vec![ToolSpec {
+            name: "send_message".into(),
+            description: "Send a message".into(),
+            parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        }];
+        let history = history(&["aaaa"]);
         let (messages, accounting) = assemble_prompt(&PromptParts {
             system_prompt: "You are Herald.\n",
             sections: &sections,
-            history: &[],
+            tools: &tools,
+            history: &history,
             input: None,
-            budget_chars: 1000,
+            budget_tokens: 1000,
         });
+        assert_eq!(contents(&messages), vec!["S:You are Herald.\n\nskills: a, b", "U:aaaa"]);
+        assert_eq!(accounting.sections, vec![("catalog".into(), 4)]);
+        assert_eq!(accounting.tools, vec!["send_message"]);
+        assert_eq!(accounting.tool_schema_tokens, tool_tokens(&tools));
+        assert!(accounting.tool_schema_tokens > 20, "{accounting:?}");
         assert_eq!(
-            contents(&messages),
-            vec!["S:You are Herald.\n\nskills: a, b\n\n<skill>x</skill>"]
+            accounting.total_tokens,
+            4 + 10 + accounting.tool_schema_tokens + 6,
+            "system, tools and history are all counted"
         );
-        assert_eq!(accounting.sections, vec![("catalog".into(), 12), ("active".into(), 16)]);
-        assert_eq!(accounting.system_prompt_chars, 15);
-        assert_eq!(accounting.total_chars, 15 + 2 + 12 + 2 + 16);
+        // With room for the tools and the system prompt only, history goes.
+        let (_, tight) = assemble_prompt(&PromptParts {
+            system_prompt: "You are Herald.\n",
+            sections: &sections,
+            tools: &tools,
+            history: &history,
+            input: None,
+            budget_tokens: 14 + accounting.tool_schema_tokens,
+        });
+        assert_eq!(tight.history_dropped, 1);
     }
 
     #[test]
-    fn budget_counts_characters_not_bytes() {
-        let history = history(&["ééééé"]);
-        let (messages, _) = assemble_prompt(&PromptParts {
+    fn non_ascii_text_counts_one_token_a_character() {
+        let history = history(&["日本語のテキスト"]);
+        let (messages, accounting) = assemble_prompt(&PromptParts {
             system_prompt: "s",
             sections: &[],
+            tools: &[],
             history: &history,
             input: Some("ü"),
-            budget_chars: 7,
+            budget_tokens: 1000,
         });
         assert_eq!(messages.len(), 3);
+        assert_eq!(accounting.history_tokens, 4 + 8);
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_agent::worker::Finish;
-use herald_agent::{Agent, AgentConfig, TaskFinished, TurnLimits, WorkerPool};
+use herald_agent::{Agent, AgentConfig, AgentParts, TaskFinished, TurnLimits, WorkerPool};
 use herald_core::{
     ActorId, Admins, ChannelError, ChannelName, ChannelOutbound, ClaimFilter, ConversationId, ConversationKind,
     ConversationRef, InboundMessage, InstructionOrigin, NewTask, Outbound, OutboundMessage, Role, Sender, SentMessage,
@@ -66,12 +66,15 @@ impl Toolbox for SendMessage {
         let text = args["text"].as_str().unwrap_or_default().to_owned();
         match self
             .outbound
-            .send(&OutboundMessage {
-                conversation: scope.conversation.clone(),
-                text: text.clone(),
-                reply_to: None,
-                idempotency_key: None,
-            })
+            .send_in_turn(
+                scope,
+                &OutboundMessage {
+                    conversation: scope.conversation.clone(),
+                    text: text.clone(),
+                    reply_to: None,
+                    idempotency_key: None,
+                },
+            )
             .await
         {
             Ok(_) => ToolOutput {
@@ -111,18 +114,18 @@ async fn harness(ack_max_chars: usize) -> Harness {
     };
     let recorder = Arc::new(Recorder::default());
     let outbound = Outbound::new().with(recorder.clone());
-    let agent = Agent::new(
-        storage.queue(),
-        storage.conversations(),
-        outbound.clone(),
-        herald_llm::model_from_config(&llm).unwrap(),
-        Arc::new(SendMessage { outbound }),
-        Admins::new([ActorId::new("test:owner")]),
-        AgentConfig::default(),
-        TurnLimits::default(),
-        Duration::from_secs(60),
-    )
-    .with_heartbeat_ack_max_chars(ack_max_chars);
+    let agent = Agent::new(AgentParts {
+        queue: storage.queue(),
+        conversations: storage.conversations(),
+        outbound: outbound.clone(),
+        model: herald_llm::model_from_config(&llm).unwrap(),
+        toolbox: Arc::new(SendMessage { outbound }),
+        admins: Admins::new([ActorId::new("test:owner")]),
+        config: AgentConfig::default(),
+        limits: TurnLimits::default(),
+        lease: Duration::from_secs(60),
+        heartbeat_ack_max_chars: ack_max_chars,
+    });
     Harness {
         _dir: dir,
         storage,

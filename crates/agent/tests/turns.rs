@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use herald_agent::{Agent, AgentConfig, TaskFinished, TurnLimits, WorkerPool};
+use herald_agent::{Agent, AgentConfig, AgentParts, TaskFinished, TurnLimits, WorkerPool};
 use herald_core::{
     ActorId, Admins, ChannelError, ChannelName, ChannelOutbound, ClaimFilter, ConversationId, ConversationKind,
     ConversationRef, InboundMessage, NewHistoryEntry, NewTask, Outbound, OutboundMessage, Role, Sender, SentMessage,
@@ -104,17 +104,18 @@ async fn harness_with_lease(limits: TurnLimits, lease: Duration) -> Harness {
     };
     let recorder = Arc::new(Recorder::default());
     let weather = Arc::new(Weather::default());
-    let agent = Arc::new(Agent::new(
-        storage.queue(),
-        storage.conversations(),
-        Outbound::new().with(recorder.clone()),
-        herald_llm::model_from_config(&llm).unwrap(),
-        weather.clone(),
-        Admins::default(),
-        AgentConfig::default(),
+    let agent = Arc::new(Agent::new(AgentParts {
+        queue: storage.queue(),
+        conversations: storage.conversations(),
+        outbound: Outbound::new().with(recorder.clone()),
+        model: herald_llm::model_from_config(&llm).unwrap(),
+        toolbox: weather.clone(),
+        admins: Admins::default(),
+        config: AgentConfig::default(),
         limits,
         lease,
-    ));
+        heartbeat_ack_max_chars: herald_core::heartbeat::DEFAULT_ACK_MAX_CHARS,
+    }));
     Harness {
         _dir: dir,
         storage,
@@ -244,7 +245,7 @@ async fn repeated_identical_calls_are_stopped_and_an_answer_demanded() {
 async fn the_iteration_limit_ends_tool_use() {
     let h = harness(TurnLimits {
         max_tool_iterations: 3,
-        context_chars: 120_000,
+        ..TurnLimits::default()
     })
     .await;
     for city in ["A", "B", "C", "D", "E"] {

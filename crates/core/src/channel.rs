@@ -14,6 +14,7 @@ use crate::message::{ConversationRef, InboundMessage, OutboundMessage};
 use crate::retry::RetryClass;
 use crate::store::StoreError;
 use crate::task::Enqueued;
+use crate::tools::TurnScope;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -167,27 +168,35 @@ impl Outbound {
         self.channels.keys()
     }
 
-    /// Sends through the conversation's channel. Inside a heartbeat turn
-    /// ([`crate::heartbeat::quiet_replies`]) the text passes the
+    /// Sends through the conversation's channel, as it is.
+    pub async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
+        self.send_through_channel(message).await
+    }
+
+    /// Sends what a turn produced. In a heartbeat turn the text passes the
     /// `HEARTBEAT_OK` rule first: an acknowledgement is not sent at all (and
     /// no platform message id comes back), an alert is sent without the token.
-    pub async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
-        if let Some(limit) = crate::heartbeat::quiet_limit() {
-            return match crate::heartbeat::strip_ok_token(&message.text, limit) {
-                None => Ok(SentMessage {
-                    platform_message_ids: Vec::new(),
-                }),
-                Some(text) if text == message.text => self.send_through_channel(message).await,
-                Some(text) => {
-                    self.send_through_channel(&OutboundMessage {
-                        text,
-                        ..message.clone()
-                    })
-                    .await
-                }
-            };
+    pub async fn send_in_turn(
+        &self,
+        scope: &TurnScope,
+        message: &OutboundMessage,
+    ) -> Result<SentMessage, ChannelError> {
+        let Some(limit) = scope.origin.quiet_limit() else {
+            return self.send_through_channel(message).await;
+        };
+        match crate::heartbeat::strip_ok_token(&message.text, limit) {
+            None => Ok(SentMessage {
+                platform_message_ids: Vec::new(),
+            }),
+            Some(text) if text == message.text => self.send_through_channel(message).await,
+            Some(text) => {
+                self.send_through_channel(&OutboundMessage {
+                    text,
+                    ..message.clone()
+                })
+                .await
+            }
         }
-        self.send_through_channel(message).await
     }
 
     async fn send_through_channel(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
@@ -207,6 +216,7 @@ mod tests {
 
     use super::*;
     use crate::message::ConversationKind;
+    use crate::tools::TurnOrigin;
 
     #[derive(Default)]
     struct Recorder(Mutex<Vec<String>>);
@@ -240,21 +250,41 @@ mod tests {
         }
     }
 
+    fn scope(origin: TurnOrigin) -> TurnScope {
+        TurnScope {
+            task: crate::TaskId(1),
+            conversation: to_test("").conversation,
+            actor: None,
+            is_admin: false,
+            reply_to: None,
+            origin,
+        }
+    }
+
     #[tokio::test]
-    async fn inside_a_heartbeat_turn_acknowledgements_are_not_sent_and_alerts_lose_the_token() {
+    async fn in_a_heartbeat_turn_acknowledgements_are_not_sent_and_alerts_lose_the_token() {
         let recorder = Arc::new(Recorder::default());
         let outbound = Outbound::new().with(recorder.clone());
-        crate::heartbeat::quiet_replies(300, async {
-            let silent = outbound.send(&to_test("HEARTBEAT_OK")).await.unwrap();
-            assert!(silent.platform_message_ids.is_empty());
+        let heartbeat = scope(TurnOrigin::Heartbeat { ack_max_chars: 300 });
+        let silent = outbound
+            .send_in_turn(&heartbeat, &to_test("HEARTBEAT_OK"))
+            .await
+            .unwrap();
+        assert!(silent.platform_message_ids.is_empty());
+        outbound
+            .send_in_turn(&heartbeat, &to_test("Disk full. HEARTBEAT_OK otherwise"))
+            .await
+            .unwrap();
+        // In any other turn the text is the sender's business.
+        for origin in [TurnOrigin::Person, TurnOrigin::Schedule] {
             outbound
-                .send(&to_test("Disk full. HEARTBEAT_OK otherwise"))
+                .send_in_turn(&scope(origin), &to_test("HEARTBEAT_OK"))
                 .await
                 .unwrap();
-        })
-        .await;
-        // Outside a heartbeat turn the text is the sender's business.
-        outbound.send(&to_test("HEARTBEAT_OK")).await.unwrap();
-        assert_eq!(*recorder.0.lock().unwrap(), ["Disk full. otherwise", "HEARTBEAT_OK"]);
+        }
+        assert_eq!(
+            *recorder.0.lock().unwrap(),
+            ["Disk full. otherwise", "HEARTBEAT_OK", "HEARTBEAT_OK"]
+        );
     }
 }

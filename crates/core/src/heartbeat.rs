@@ -1,15 +1,12 @@
 //! The `HEARTBEAT_OK` rule: how a heartbeat reply that means "nothing needs
 //! attention" becomes silence.
 //!
-//! The rule lives in core because the agent applies it to a heartbeat turn's
-//! reply and [`Outbound::send`](crate::Outbound::send) applies it to anything
-//! else a heartbeat turn sends (a tool's `send_message`): while a heartbeat
-//! turn runs inside [`quiet_replies`], every message it sends through
-//! [`Outbound`](crate::Outbound) passes [`strip_ok_token`] first. So an empty
-//! message is never sent and the token never reaches a person, whichever path
-//! a reply takes.
-
-use std::future::Future;
+//! The rule lives in core because two crates apply it: the agent to a
+//! heartbeat turn's reply, and the skill registry to anything else such a
+//! turn sends (a tool's `send_message`), through
+//! [`Outbound::send_in_turn`](crate::Outbound::send_in_turn), which applies
+//! it when the turn's origin is a heartbeat. So an empty message is never
+//! sent and the token never reaches a person, whichever path a reply takes.
 
 /// What the model answers when a heartbeat finds nothing to report.
 pub const HEARTBEAT_OK: &str = "HEARTBEAT_OK";
@@ -19,22 +16,6 @@ pub const DEFAULT_ACK_MAX_CHARS: usize = 300;
 
 /// Markup a model may wrap the token in: `**HEARTBEAT_OK**`, `` `HEARTBEAT_OK` ``.
 const MARKUP: &[char] = &['*', '_', '`', '~', '"', '\''];
-
-tokio::task_local! {
-    static QUIET: usize;
-}
-
-/// Runs `turn` with the token rule applied to everything it sends through
-/// [`Outbound`](crate::Outbound), allowing `ack_max_chars` characters of
-/// commentary beside the token.
-pub async fn quiet_replies<F: Future>(ack_max_chars: usize, turn: F) -> F::Output {
-    QUIET.scope(ack_max_chars, turn).await
-}
-
-/// The `ack_max_chars` of the heartbeat turn running on this task, if any.
-pub fn quiet_limit() -> Option<usize> {
-    QUIET.try_with(|limit| *limit).ok()
-}
 
 /// The text to send for a heartbeat reply, or `None` to send nothing.
 ///
@@ -172,13 +153,5 @@ mod tests {
             let twice = once.as_deref().and_then(|text| strip_ok_token(text, 10));
             assert_eq!(once, twice, "{reply}");
         }
-    }
-
-    #[tokio::test]
-    async fn the_rule_is_in_force_only_inside_a_quiet_turn() {
-        assert_eq!(quiet_limit(), None);
-        let inside = quiet_replies(42, async { quiet_limit() }).await;
-        assert_eq!(inside, Some(42));
-        assert_eq!(quiet_limit(), None);
     }
 }

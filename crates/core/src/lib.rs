@@ -21,6 +21,7 @@ pub mod schedule;
 pub mod store;
 pub mod task;
 pub mod time;
+pub mod tokens;
 pub mod tools;
 
 pub use access::Admins;
@@ -29,7 +30,7 @@ pub use channel::{
 };
 pub use history::{HistoryEntry, NewHistoryEntry, Role};
 pub use ids::{ActorId, ChannelName, ConversationId, TaskId};
-pub use llm::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, ToolCall, ToolSpec, Usage};
+pub use llm::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, ToolCall, ToolChoice, ToolSpec, Usage};
 pub use lock::{ExclusiveLocks, HeldLock};
 pub use message::{Attachment, ConversationKind, ConversationRef, InboundMessage, OutboundMessage, Sender};
 pub use retry::{Backoff, RetryClass};

@@ -67,6 +67,24 @@ impl ChatMessage {
         }
     }
 
+    /// The estimated tokens this message takes in the prompt, with the
+    /// per-message framing every chat template adds.
+    pub fn tokens(&self) -> usize {
+        use crate::tokens::{MESSAGE_OVERHEAD, estimate};
+        MESSAGE_OVERHEAD
+            + match self {
+                ChatMessage::System { content } | ChatMessage::User { content } => estimate(content),
+                ChatMessage::Assistant { content, tool_calls } => {
+                    content.as_deref().map_or(0, estimate)
+                        + tool_calls
+                            .iter()
+                            .map(|c| estimate(&c.name) + estimate(&c.arguments) + MESSAGE_OVERHEAD)
+                            .sum::<usize>()
+                }
+                ChatMessage::Tool { content, .. } => estimate(content),
+            }
+    }
+
     /// Characters this message takes in the prompt, for budget accounting.
     pub fn chars(&self) -> usize {
         match self {
@@ -87,6 +105,31 @@ impl ChatMessage {
 pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
+    /// Whether the model may call the tools offered. Ignored without tools.
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+}
+
+impl ChatRequest {
+    /// A request offering `tools`, which the model may call.
+    pub fn new(messages: Vec<ChatMessage>, tools: Vec<ToolSpec>) -> Self {
+        Self {
+            messages,
+            tools,
+            tool_choice: ToolChoice::Auto,
+        }
+    }
+}
+
+/// `tool_choice`: `Auto` lets the model call a tool or answer; `None` shows
+/// the tools but asks for a text answer (some servers, offered tools, will
+/// answer only with a call or nothing at all).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    #[default]
+    Auto,
+    None,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +154,11 @@ pub enum LlmError {
     Server { status: u16, message: String },
     #[error("model endpoint refused the request ({status}): {message}")]
     Rejected { status: u16, message: String },
+    /// The prompt (with the room asked for the answer) is larger than the
+    /// model's context window. Retrying the same request cannot help; a
+    /// shorter prompt can. `limit_tokens` is the window when the server said.
+    #[error("the prompt does not fit the model's context window: {message}")]
+    ContextOverflow { limit_tokens: Option<u32>, message: String },
     #[error("model request timed out after {0:?}")]
     Timeout(Duration),
     #[error("cannot reach the model endpoint: {0}")]
@@ -129,7 +177,9 @@ impl LlmError {
             | LlmError::Server { .. }
             | LlmError::Timeout(_)
             | LlmError::Connect(_) => RetryClass::Transient,
-            LlmError::Rejected { .. } | LlmError::BadResponse(_) => RetryClass::Fatal,
+            LlmError::Rejected { .. } | LlmError::ContextOverflow { .. } | LlmError::BadResponse(_) => {
+                RetryClass::Fatal
+            }
         }
     }
 }

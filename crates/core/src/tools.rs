@@ -21,8 +21,10 @@ pub enum TurnOrigin {
     Person,
     /// A scheduled instruction, run as the actor who created the schedule.
     Schedule,
-    /// A heartbeat checklist.
-    Heartbeat,
+    /// A heartbeat checklist. Everything such a turn sends passes the
+    /// `HEARTBEAT_OK` rule ([`crate::heartbeat::strip_ok_token`]), allowing
+    /// `ack_max_chars` characters of commentary beside the token.
+    Heartbeat { ack_max_chars: usize },
 }
 
 impl TurnOrigin {
@@ -30,6 +32,14 @@ impl TurnOrigin {
     /// commands in it may be obeyed.
     pub fn is_person(self) -> bool {
         self == TurnOrigin::Person
+    }
+
+    /// The `HEARTBEAT_OK` allowance when this is a heartbeat turn.
+    pub fn quiet_limit(self) -> Option<usize> {
+        match self {
+            TurnOrigin::Heartbeat { ack_max_chars } => Some(ack_max_chars),
+            TurnOrigin::Person | TurnOrigin::Schedule => None,
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use herald_agent::{Agent, TurnLimits};
+use herald_agent::{Agent, AgentParts, ContextWindow, TurnLimits};
 use herald_core::{Admins, ChatModel, Clock, Outbound, SystemClock, Toolbox};
 use herald_schedule::{Scheduler, Schedules};
 use herald_skills::SkillToolbox;
@@ -19,6 +19,8 @@ pub struct App {
     pub storage: Storage,
     pub model: Arc<dyn ChatModel>,
     pub clock: Arc<dyn Clock>,
+    /// Per-turn limits, with the model's context window as found at start.
+    pub limits: TurnLimits,
 }
 
 /// rustls needs one process-wide crypto provider; the tree could bring two.
@@ -46,28 +48,49 @@ pub fn redact_url(url: &str) -> String {
 }
 
 impl App {
-    /// Opens storage (applying migrations) and builds the model client.
+    /// Opens storage (applying migrations), builds the model client and
+    /// finds the model's context window (configured, or asked from the
+    /// server; a server that is down gets the default, corrected later).
     pub async fn open(config: Config) -> Result<Self> {
         install_crypto_provider();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let storage = open_storage(&config, clock.clone()).await?;
+        Self::with_storage(config, storage, clock).await
+    }
+
+    /// [`App::open`] with storage already open.
+    pub async fn with_storage(config: Config, storage: Storage, clock: Arc<dyn Clock>) -> Result<Self> {
         let model = herald_llm::model_from_config(&config.llm)
             .with_context(|| format!("setting up the model client for llm.base_url = {}", config.llm.base_url))?;
+        let window = herald_llm::context_window(&config.llm).await;
+        tracing::info!(tokens = window.tokens, source = %window.source, "model context window");
+        let limits = TurnLimits {
+            max_tool_iterations: config.llm.max_tool_iterations,
+            window: Arc::new(ContextWindow::new(window.tokens)),
+            answer_tokens: config.llm.max_tokens,
+            max_prompt_chars: config.llm.context_chars,
+        };
         Ok(Self {
             config,
             storage,
             model,
             clock,
+            limits,
         })
     }
 
-    /// Fails with one line naming `llm.base_url` when the model cannot be reached.
-    pub async fn check_model(&self) -> Result<()> {
-        // The probe's errors name llm.base_url and the URL already.
-        herald_llm::probe(&self.config.llm)
-            .await
-            .map(|_| ())
-            .map_err(anyhow::Error::from)
+    /// Warns (once, in the background) when the model endpoint does not
+    /// answer: messages are queued anyway and answered by the queue's
+    /// retries once it is back.
+    pub fn warn_if_model_is_down(&self, print: fn(&str)) {
+        let llm = self.config.llm.clone();
+        tokio::spawn(async move {
+            if let Err(err) = herald_llm::list_models(&llm).await {
+                print(&format!(
+                    "the model is not answering ({err}); messages are queued and answered once it is back"
+                ));
+            }
+        });
     }
 
     /// The skill registry for this process, sending through `outbound`.
@@ -75,7 +98,7 @@ impl App {
         let toolbox = SkillToolbox::builder(
             self.config.skills.clone(),
             self.storage.conversations(),
-            self.config.llm.context_chars,
+            self.limits.prompt_chars(),
         )
         .outbound(outbound)
         .admins(Admins::new(self.config.admins.iter().cloned()))
@@ -88,6 +111,28 @@ impl App {
         .await
         .context("loading skills")?;
         Ok(Arc::new(toolbox))
+    }
+
+    /// The tools an admin's turn is offered, as the model will see them
+    /// (for `herald doctor`'s check that the server accepts them).
+    pub async fn offered_tools(&self) -> Result<Vec<herald_core::ToolSpec>> {
+        let toolbox = self.skills(Outbound::new()).await?;
+        let channel = herald_core::ChannelName::new("doctor");
+        let scope = herald_core::TurnScope {
+            task: herald_core::TaskId(0),
+            conversation: herald_core::ConversationRef {
+                id: herald_core::ConversationId::new("doctor:check"),
+                channel,
+                kind: herald_core::ConversationKind::Direct,
+                chat: String::new(),
+                thread: None,
+            },
+            actor: None,
+            is_admin: true,
+            reply_to: None,
+            origin: herald_core::TurnOrigin::Person,
+        };
+        Ok(toolbox.prepare(&scope, None).await.tools)
     }
 
     /// Schedules in this process's database.
@@ -111,23 +156,18 @@ impl App {
     /// The agent with `toolbox`, which also answers `/schedule`.
     pub fn agent(&self, outbound: Outbound, toolbox: Arc<dyn Toolbox>) -> Arc<Agent> {
         let toolbox: Arc<dyn Toolbox> = Arc::new(ScheduleCommands::new(toolbox, self.schedules()));
-        Arc::new(
-            Agent::new(
-                self.storage.queue(),
-                self.storage.conversations(),
-                outbound,
-                self.model.clone(),
-                toolbox,
-                Admins::new(self.config.admins.iter().cloned()),
-                self.config.agent.clone(),
-                TurnLimits {
-                    max_tool_iterations: self.config.llm.max_tool_iterations,
-                    context_chars: self.config.llm.context_chars,
-                },
-                self.config.queue.lease,
-            )
-            .with_heartbeat_ack_max_chars(self.config.heartbeat.ack_max_chars),
-        )
+        Arc::new(Agent::new(AgentParts {
+            queue: self.storage.queue(),
+            conversations: self.storage.conversations(),
+            outbound,
+            model: self.model.clone(),
+            toolbox,
+            admins: Admins::new(self.config.admins.iter().cloned()),
+            config: self.config.agent.clone(),
+            limits: self.limits.clone(),
+            lease: self.config.queue.lease,
+            heartbeat_ack_max_chars: self.config.heartbeat.ack_max_chars,
+        }))
     }
 }
 

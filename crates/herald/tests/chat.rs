@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{Herald, reply_texts, stderr};
 use herald_testkit::Reply;
 use herald_testkit::openai::{last_user_text, messages};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn piped_lines_get_one_reply_each_in_order() {
@@ -135,34 +135,64 @@ async fn a_model_that_keeps_failing_gets_the_user_one_short_notice() {
     assert!(replies[0].contains("could not handle your message"), "{replies:?}");
 }
 
+/// Piped input is not lost when the model is down: Herald warns once (one
+/// line naming `llm.base_url`), queues the message, and the queue's retries
+/// answer it once the model is back.
 #[tokio::test]
-async fn an_unreachable_model_is_one_line_naming_llm_base_url() {
-    // A port nothing listens on.
+async fn a_message_sent_while_the_model_is_down_is_answered_once_it_is_back() {
+    // A port nothing listens on yet.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let address = listener.local_addr().unwrap();
     drop(listener);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("herald.yaml");
     std::fs::write(
         &config,
         format!(
-            "storage:\n  url: sqlite://{}\nllm:\n  base_url: http://127.0.0.1:{port}/v1\n",
+            "storage:\n  url: sqlite://{}\nllm:\n  base_url: http://{address}/v1\n  max_retries: 0\n\
+             queue:\n  retry_base: 100ms\n  retry_max: 300ms\n  max_attempts: 50\n",
             dir.path().join("h.db").display()
         ),
     )
     .unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"))
         .arg("--config")
         .arg(&config)
-        .args(["chat", "--user", "ann"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
+        .args(["chat", "--json", "--user", "ann"])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
         .unwrap();
-    assert!(!output.status.success());
-    let err = stderr(&output);
-    assert_eq!(err.trim().lines().count(), 1, "one line, not a stack trace: {err}");
-    assert!(err.contains("llm.base_url") && err.contains(&port.to_string()), "{err}");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"hello while you were down\n").await.unwrap();
+    drop(stdin);
+    let mut errors = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let warning = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = errors.next_line().await.unwrap() {
+            if line.contains("warning") {
+                return line;
+            }
+        }
+        panic!("herald chat ended without a warning");
+    })
+    .await
+    .expect("a warning that the model is down");
+    assert!(
+        warning.contains("llm.base_url") && warning.contains(&address.port().to_string()),
+        "{warning}"
+    );
+
+    let model = herald_testkit::ScriptedModel::start_on(address).await.unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("chat finished once the model was back")
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(reply_texts(&output), ["echo: hello while you were down"]);
+    assert!(!model.requests().is_empty());
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! [`OpenAiModel`]: one chat completion over async-openai, one HTTP attempt,
-//! and [`probe`] for `herald doctor`.
+//! [`OpenAiModel`]: one chat completion over async-openai (or, with
+//! `llm.stream`, as server-sent events read here), one HTTP attempt.
 //!
 //! The async-openai client is built from our own `reqwest::Client` (timeouts,
 //! the process's rustls provider) with [`SingleAttempt`] installed as its HTTP
@@ -12,12 +12,13 @@ use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_trait::async_trait;
 use herald_core::{ChatModel, ChatRequest, ChatResponse, LlmError};
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 use tracing::debug;
 
 use crate::config::LlmConfig;
 use crate::errors::{self, Endpoint};
+use crate::stream::Accumulator;
 use crate::transport::SingleAttempt;
 use crate::wire::{self, Sampling};
 
@@ -28,6 +29,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`crate::Retrying`] (as [`crate::model_from_config`] does).
 pub struct OpenAiModel {
     client: Client<OpenAIConfig>,
+    /// Set with `llm.stream`: a client whose timeout is per read, not per request.
+    streaming: Option<reqwest::Client>,
+    api_key: SecretString,
     sampling: Sampling,
     endpoint: Endpoint,
 }
@@ -43,27 +47,32 @@ impl std::fmt::Debug for OpenAiModel {
 
 /// The configured base URL without a trailing `/` (async-openai appends
 /// `/chat/completions` as it is), checked to be an http(s) URL.
-fn base_url(config: &LlmConfig) -> Result<String, LlmError> {
+pub(crate) fn base_url(config: &LlmConfig) -> Result<String, LlmError> {
     let trimmed = config.base_url.trim().trim_end_matches('/').to_owned();
+    let shown = &trimmed;
     match reqwest::Url::parse(&trimmed) {
         Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(trimmed),
         Ok(url) => Err(LlmError::Connect(format!(
-            "llm.base_url `{trimmed}` must be an http:// or https:// URL, not {}://",
+            "llm.base_url `{shown}` must be an http:// or https:// URL, not {}://",
             url.scheme()
         ))),
         Err(err) => Err(LlmError::Connect(format!(
-            "llm.base_url `{trimmed}` is not a URL ({err}); expected e.g. https://api.openai.com/v1"
+            "llm.base_url `{shown}` is not a URL ({err}); expected e.g. https://api.openai.com/v1"
         ))),
     }
 }
 
-/// The HTTP client both the model and the probe use.
-fn http_client(config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
+fn install_crypto_provider() {
     // reqwest is built without a bundled crypto provider and panics without
     // one; the binary installs ring at start, this covers tests and tools.
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+}
+
+/// The HTTP client for whole requests: the timeout covers the request.
+pub(crate) fn http_client(config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
+    install_crypto_provider();
     reqwest::Client::builder()
         .timeout(config.request_timeout)
         .connect_timeout(CONNECT_TIMEOUT.min(config.request_timeout))
@@ -71,7 +80,18 @@ fn http_client(config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
         .map_err(|err| LlmError::Connect(format!("cannot build the HTTP client for llm.base_url: {err}")))
 }
 
-fn check_api_key(config: &LlmConfig) -> Result<(), LlmError> {
+/// The HTTP client for streamed answers: the timeout covers each read, so
+/// an answer may take as long as it keeps coming.
+fn streaming_client(config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .read_timeout(config.request_timeout)
+        .connect_timeout(CONNECT_TIMEOUT.min(config.request_timeout))
+        .build()
+        .map_err(|err| LlmError::Connect(format!("cannot build the HTTP client for llm.base_url: {err}")))
+}
+
+pub(crate) fn check_api_key(config: &LlmConfig) -> Result<(), LlmError> {
     // async-openai unwraps the header it builds from the key; a key with a
     // line break (a copy-paste accident) would panic there.
     let header = format!("Bearer {}", config.api_key.expose_secret());
@@ -94,16 +114,74 @@ impl OpenAiModel {
         let client = Client::build(http.clone(), openai_config).with_http_service(SingleAttempt::new(http));
         Ok(Self {
             client,
+            streaming: config.stream.then(|| streaming_client(config)).transpose()?,
+            api_key: config.api_key.clone(),
             sampling: Sampling {
                 model: config.model.clone(),
                 temperature: config.temperature,
-                max_tokens: config.max_tokens,
+                max_tokens: config.answer_tokens(),
+                tool_results: config.tool_results,
             },
             endpoint: Endpoint {
                 base_url,
                 timeout: config.request_timeout,
             },
         })
+    }
+
+    /// One streamed completion, folded into one response.
+    async fn complete_streamed(
+        &self,
+        http: &reqwest::Client,
+        body: async_openai::types::chat::CreateChatCompletionRequest,
+    ) -> Result<ChatResponse, LlmError> {
+        let mut body =
+            serde_json::to_value(body).map_err(|err| LlmError::BadResponse(format!("request not sent: {err}")))?;
+        body["stream"] = Value::Bool(true);
+        body["stream_options"] = serde_json::json!({ "include_usage": true });
+        let mut request = http
+            .post(format!("{}/chat/completions", self.endpoint.base_url))
+            .json(&body);
+        let key = self.api_key.expose_secret();
+        if !key.is_empty() {
+            request = request.bearer_auth(key);
+        }
+        let mut response = request
+            .send()
+            .await
+            .map_err(|err| errors::from_reqwest(&err, &self.endpoint))?;
+        let status = response.status();
+        let event_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !status.is_success() || !event_stream {
+            let retry_after = crate::transport::retry_after(response.headers());
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|err| errors::from_reqwest(&err, &self.endpoint))?;
+            if !status.is_success() {
+                return Err(errors::from_status(status.as_u16(), retry_after, &bytes));
+            }
+            // A server that ignored `stream` answered one JSON completion.
+            crate::transport::check_chat_completion(&bytes).map_err(LlmError::BadResponse)?;
+            let completion = serde_json::from_slice(&bytes)
+                .map_err(|err| LlmError::BadResponse(crate::transport::describe(&err)))?;
+            return wire::response(completion);
+        }
+        let mut accumulator = Accumulator::default();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|err| errors::from_reqwest(&err, &self.endpoint))?
+        {
+            if accumulator.feed(&chunk)? {
+                break;
+            }
+        }
+        Ok(accumulator.finish())
     }
 }
 
@@ -113,13 +191,18 @@ impl ChatModel for OpenAiModel {
         let messages = request.messages.len();
         let tools = request.tools.len();
         let body = wire::request(&self.sampling, request);
-        let response = self
-            .client
-            .chat()
-            .create(body)
-            .await
-            .map_err(|err| errors::from_openai(err, &self.endpoint))?;
-        let response = wire::response(response)?;
+        let response = match &self.streaming {
+            Some(http) => self.complete_streamed(http, body).await?,
+            None => {
+                let response = self
+                    .client
+                    .chat()
+                    .create(body)
+                    .await
+                    .map_err(|err| errors::from_openai(err, &self.endpoint))?;
+                wire::response(response)?
+            }
+        };
         debug!(
             model = %self.sampling.model,
             messages,
@@ -129,84 +212,6 @@ impl ChatModel for OpenAiModel {
             "model answered"
         );
         Ok(response)
-    }
-}
-
-/// Checks the endpoint answers `GET {base_url}/models` with this key, for
-/// `herald doctor`. `Ok` describes what was found; every error names
-/// `llm.base_url` (and `llm.api_key` when the key was refused).
-pub async fn probe(config: &LlmConfig) -> Result<String, LlmError> {
-    let base_url = base_url(config)?;
-    check_api_key(config)?;
-    let endpoint = Endpoint {
-        base_url: base_url.clone(),
-        timeout: config.request_timeout,
-    };
-    let key = config.api_key.expose_secret();
-    let mut request = http_client(config)?.get(format!("{base_url}/models"));
-    if !key.is_empty() {
-        request = request.bearer_auth(key);
-    }
-    let response = request
-        .send()
-        .await
-        .map_err(|err| errors::from_reqwest(&err, &endpoint))?;
-    let status = response.status();
-    let retry_after = crate::transport::retry_after(response.headers());
-    let body = response
-        .bytes()
-        .await
-        .map_err(|err| errors::from_reqwest(&err, &endpoint))?;
-    if !status.is_success() {
-        return Err(name_the_setting(
-            errors::from_status(status.as_u16(), retry_after, &body),
-            &base_url,
-            key.is_empty(),
-        ));
-    }
-    let listed: Vec<String> = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|value| value["data"].as_array().cloned())
-        .ok_or_else(|| {
-            LlmError::BadResponse(format!(
-                "llm.base_url {base_url}: GET /models did not answer an OpenAI model list"
-            ))
-        })?
-        .iter()
-        .filter_map(|model| model["id"].as_str().map(str::to_owned))
-        .collect();
-    let verdict = if listed.iter().any(|id| id == &config.model) {
-        format!("model `{}` is available", config.model)
-    } else {
-        format!(
-            "model `{}` is not among the {} listed (the server may still accept it)",
-            config.model,
-            listed.len()
-        )
-    };
-    Ok(format!("{base_url} answers; {verdict}"))
-}
-
-/// Adds which setting to check to a probe's error.
-fn name_the_setting(error: LlmError, base_url: &str, key_is_empty: bool) -> LlmError {
-    match error {
-        LlmError::Rejected { status, message } => {
-            let hint = match status {
-                401 | 403 if key_is_empty => " (llm.api_key is empty)".to_owned(),
-                401 | 403 => " (check llm.api_key)".to_owned(),
-                404 => " (does llm.base_url need to end in /v1?)".to_owned(),
-                _ => String::new(),
-            };
-            LlmError::Rejected {
-                status,
-                message: format!("llm.base_url {base_url}: {message}{hint}"),
-            }
-        }
-        LlmError::Server { status, message } => LlmError::Server {
-            status,
-            message: format!("llm.base_url {base_url}: {message}"),
-        },
-        other => other,
     }
 }
 

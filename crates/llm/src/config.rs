@@ -19,9 +19,16 @@ pub struct LlmConfig {
     pub model: String,
     /// Model calls one turn may make while the model keeps calling tools.
     pub max_tool_iterations: u32,
-    /// The prompt's character budget; prompt assembly stays within it.
-    pub context_chars: usize,
-    /// One HTTP request, connection and body included.
+    /// The model's context window in tokens. Unset: asked from the server at
+    /// start (llama.cpp `/props`, Ollama `/api/show`, vLLM's `/models`), else
+    /// [`DEFAULT_CONTEXT_TOKENS`]; a server that refuses a prompt as too long
+    /// corrects it either way.
+    pub context_tokens: Option<u32>,
+    /// An upper bound on the prompt in characters, on top of the token
+    /// budget. Unset: the token budget alone.
+    pub context_chars: Option<usize>,
+    /// One HTTP request, connection and body included; with `stream`, the
+    /// longest silence between two parts of the answer.
     #[serde(with = "herald_core::duration::serde")]
     pub request_timeout: Duration,
     /// Retries after the first attempt, for rate limits, 5xx, timeouts and
@@ -35,8 +42,35 @@ pub struct LlmConfig {
     #[serde(with = "herald_core::duration::serde")]
     pub retry_max: Duration,
     pub temperature: Option<f32>,
-    /// Sent as `max_tokens`: local servers ignore `max_completion_tokens`.
-    pub max_tokens: Option<u32>,
+    /// The most tokens an answer may take, sent as `max_tokens` (local
+    /// servers ignore `max_completion_tokens`); `0` sends none and leaves
+    /// it to the server, which for a local one means "until the context is
+    /// full". Also the room kept free for the answer in the context window.
+    pub max_tokens: u32,
+    /// How tool results are sent back to the model.
+    pub tool_results: ToolResults,
+    /// Ask for the answer as a stream of parts (`stream: true`): a slow
+    /// local model then times out only when it stops producing, not when a
+    /// long answer takes longer than `request_timeout`.
+    pub stream: bool,
+}
+
+/// The context window assumed when neither the configuration nor the server
+/// says: small enough for most local models, and corrected by the first
+/// server that refuses a prompt as too long.
+pub const DEFAULT_CONTEXT_TOKENS: u32 = 32_768;
+
+/// How the result of a tool call reaches the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolResults {
+    /// A `tool` message answering the call: the OpenAI way, right for OpenAI,
+    /// vLLM, Ollama and llama.cpp's own server.
+    #[default]
+    Native,
+    /// A `user` message that names the call, for servers whose chat template
+    /// drops the `tool` role (llama-cpp-python's `chatml-function-calling`).
+    User,
 }
 
 impl Default for LlmConfig {
@@ -46,18 +80,26 @@ impl Default for LlmConfig {
             api_key: SecretString::from(""),
             model: "gpt-4o-mini".into(),
             max_tool_iterations: 8,
-            context_chars: 120_000,
+            context_tokens: None,
+            context_chars: None,
             request_timeout: Duration::from_secs(60),
             max_retries: 3,
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(30),
             temperature: None,
-            max_tokens: None,
+            max_tokens: 1024,
+            tool_results: ToolResults::Native,
+            stream: false,
         }
     }
 }
 
 impl LlmConfig {
+    /// `max_tokens` as sent: `None` for `0`.
+    pub fn answer_tokens(&self) -> Option<u32> {
+        (self.max_tokens > 0).then_some(self.max_tokens)
+    }
+
     /// The retry policy this configuration asks for.
     pub fn backoff(&self) -> herald_core::Backoff {
         herald_core::Backoff {
@@ -81,20 +123,23 @@ mod tests {
         assert_eq!(config.api_key.expose_secret(), "");
         assert_eq!(config.model, "gpt-4o-mini");
         assert_eq!(config.max_tool_iterations, 8);
-        assert_eq!(config.context_chars, 120_000);
+        assert_eq!((config.context_tokens, config.context_chars), (None, None));
+        assert_eq!(config.max_tokens, 1024);
+        assert_eq!(config.tool_results, ToolResults::Native);
+        assert!(!config.stream);
         assert_eq!(config.request_timeout, Duration::from_secs(60));
         assert_eq!(config.max_retries, 3);
         assert_eq!(config.retry_base, Duration::from_secs(1));
         assert_eq!(config.retry_max, Duration::from_secs(30));
-        assert_eq!((config.temperature, config.max_tokens), (None, None));
+        assert_eq!(config.temperature, None);
     }
 
     #[test]
     fn reads_every_key() {
         let config: LlmConfig = serde_yaml::from_str(
             "base_url: http://127.0.0.1:11434/v1\napi_key: sk-secret\nmodel: llama3\nmax_tool_iterations: 4\n\
-             context_chars: 8000\nrequest_timeout: 500ms\nmax_retries: 0\nretry_base: 2s\nretry_max: 1m\n\
-             temperature: 0.2\nmax_tokens: 256\n",
+             context_tokens: 4096\ncontext_chars: 8000\nrequest_timeout: 500ms\nmax_retries: 0\nretry_base: 2s\n\
+             retry_max: 1m\ntemperature: 0.2\nmax_tokens: 256\ntool_results: user\nstream: true\n",
         )
         .unwrap();
         assert_eq!(config.base_url, "http://127.0.0.1:11434/v1");
@@ -102,7 +147,12 @@ mod tests {
         assert_eq!(config.request_timeout, Duration::from_millis(500));
         assert_eq!(config.retry_max, Duration::from_secs(60));
         assert_eq!(config.temperature, Some(0.2));
-        assert_eq!(config.max_tokens, Some(256));
+        assert_eq!(config.answer_tokens(), Some(256));
+        assert_eq!((config.context_tokens, config.context_chars), (Some(4096), Some(8000)));
+        assert_eq!(config.tool_results, ToolResults::User);
+        assert!(config.stream);
+        let unset: LlmConfig = serde_yaml::from_str("max_tokens: 0").unwrap();
+        assert_eq!(unset.answer_tokens(), None);
         assert_eq!(config.backoff().max_attempts, 1);
     }
 

@@ -78,8 +78,77 @@ fn quota_spent(body: &[u8]) -> bool {
         .is_ok_and(|wrapped| wrapped.error.code.as_deref() == Some("insufficient_quota"))
 }
 
+/// Whether a refusal says the prompt is longer than the context window:
+/// OpenAI's and llama-cpp-python's `code: context_length_exceeded`,
+/// llama.cpp's `type: exceed_context_size_error`, or vLLM's and others'
+/// wording. `Some(window)` when it is, with the window when the body names it.
+fn context_overflow(status: u16, body: &[u8]) -> Option<Option<u32>> {
+    if !matches!(status, 400 | 413 | 422 | 500) {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let error = if value["error"].is_object() {
+        &value["error"]
+    } else {
+        &value
+    };
+    let tagged = [&error["code"], &error["type"]].iter().any(|tag| {
+        matches!(
+            tag.as_str(),
+            Some("context_length_exceeded" | "exceed_context_size_error")
+        )
+    });
+    let message = error["message"]
+        .as_str()
+        .or(value["detail"].as_str())
+        .map_or_else(|| String::from_utf8_lossy(body).into_owned(), str::to_owned)
+        .to_ascii_lowercase();
+    const PHRASES: [&str; 6] = [
+        "maximum context length",
+        "context window",
+        "context length",
+        "exceeds the available context",
+        "context size",
+        "prompt is too long",
+    ];
+    if !tagged && !PHRASES.iter().any(|phrase| message.contains(phrase)) {
+        return None;
+    }
+    let window = error["n_ctx"].as_u64().and_then(|n| u32::try_from(n).ok()).or_else(|| {
+        number_after(
+            &message,
+            &[
+                "maximum context length is",
+                "context window of",
+                "context size of",
+                "n_ctx",
+            ],
+        )
+    });
+    Some(window)
+}
+
+/// The first whole number after one of `phrases` in `text`.
+fn number_after(text: &str, phrases: &[&str]) -> Option<u32> {
+    phrases.iter().find_map(|phrase| {
+        let rest = &text[text.find(phrase)? + phrase.len()..];
+        let digits: String = rest
+            .trim_start_matches(|c: char| !c.is_ascii_digit())
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok().filter(|n| *n > 0)
+    })
+}
+
 /// An HTTP status other than success.
 pub(crate) fn from_status(status: u16, retry_after: Option<Duration>, body: &[u8]) -> LlmError {
+    if let Some(limit_tokens) = context_overflow(status, body) {
+        return LlmError::ContextOverflow {
+            limit_tokens,
+            message: error_message(body),
+        };
+    }
     match status {
         429 if !quota_spent(body) => LlmError::RateLimited { retry_after },
         500..=599 => LlmError::Server {
@@ -202,6 +271,51 @@ mod tests {
             let error = from_status(status, retry_after, body.as_bytes());
             assert_eq!(error.retry_class(), class, "{status} {body}");
             assert!(error.to_string().contains(words), "{status}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_prompt_too_long_is_recognised_on_every_server_shape() {
+        for (status, body, window) in [
+            // OpenAI, and llama-cpp-python's server, which copies its shape.
+            (
+                400,
+                r#"{"error":{"message":"This model's maximum context length is 4096 tokens. However, you requested 5120 tokens (4096 in the messages, 1024 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+                Some(4096),
+            ),
+            // llama.cpp's own server.
+            (
+                400,
+                r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":2048}}"#,
+                Some(2048),
+            ),
+            // vLLM.
+            (
+                400,
+                r#"{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens in the messages, Please reduce the length of the messages.","type":"BadRequestError","param":null,"code":400}"#,
+                Some(8192),
+            ),
+            (413, r#"{"error":{"message":"prompt is too long","code":null}}"#, None),
+        ] {
+            match from_status(status, None, body.as_bytes()) {
+                LlmError::ContextOverflow { limit_tokens, .. } => assert_eq!(limit_tokens, window, "{body}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        for (status, body) in [
+            (400, r#"{"error":{"message":"bad messages","code":null}}"#),
+            (
+                429,
+                r#"{"error":{"message":"maximum context length is 4096","code":"rate_limit_exceeded"}}"#,
+            ),
+        ] {
+            assert!(
+                !matches!(
+                    from_status(status, None, body.as_bytes()),
+                    LlmError::ContextOverflow { .. }
+                ),
+                "{body}"
+            );
         }
     }
 

@@ -19,20 +19,26 @@
 mod client;
 mod config;
 mod errors;
+pub mod portable;
 mod retrying;
+mod server;
+mod stream;
 mod transport;
 mod wire;
 
 use std::sync::Arc;
 
-pub use client::{OpenAiModel, probe};
-pub use config::LlmConfig;
+pub use client::OpenAiModel;
+pub use config::{DEFAULT_CONTEXT_TOKENS, LlmConfig, ToolResults};
 pub use herald_core::{ChatModel, LlmError};
 pub use retrying::Retrying;
+pub use server::{ContextWindow, check, context_window, list_models, serves};
 
 /// The model Herald runs with: [`OpenAiModel`] under [`Retrying`] with the
 /// configured backoff.
 pub fn model_from_config(config: &LlmConfig) -> Result<Arc<dyn ChatModel>, LlmError> {
     let model = OpenAiModel::new(config)?;
-    Ok(Arc::new(Retrying::new(model, config.backoff())))
+    Ok(Arc::new(
+        Retrying::new(model, config.backoff()).with_wait_after_timeout(config.request_timeout),
+    ))
 }

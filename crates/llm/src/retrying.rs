@@ -3,8 +3,10 @@
 //!
 //! Transient failures wait the exponential backoff; a rate limit with a
 //! server-given wait waits that long (capped at the backoff's maximum delay);
-//! fatal errors return at once. Waiting uses `tokio::time::sleep`, so tests
-//! run it on paused time.
+//! fatal errors return at once. After a timeout it waits at least as long
+//! as the request had: a local server keeps generating the answer Herald
+//! gave up on, and a retry sent at once would queue behind it and time out
+//! too. Waiting uses `tokio::time::sleep`, so tests run it on paused time.
 
 use async_trait::async_trait;
 use herald_core::{Backoff, ChatModel, ChatRequest, ChatResponse, LlmError, RetryClass};
@@ -15,12 +17,23 @@ use tracing::warn;
 pub struct Retrying<M> {
     inner: M,
     backoff: Backoff,
+    wait_after_timeout: std::time::Duration,
 }
 
 impl<M: ChatModel> Retrying<M> {
     /// `backoff.max_attempts` counts every attempt, the first included.
     pub fn new(inner: M, backoff: Backoff) -> Self {
-        Self { inner, backoff }
+        Self {
+            inner,
+            backoff,
+            wait_after_timeout: std::time::Duration::ZERO,
+        }
+    }
+
+    /// The least wait after a timed-out attempt (the request timeout).
+    pub fn with_wait_after_timeout(mut self, wait: std::time::Duration) -> Self {
+        self.wait_after_timeout = wait;
+        self
     }
 
     pub fn inner(&self) -> &M {
@@ -42,6 +55,10 @@ impl<M: ChatModel> ChatModel for Retrying<M> {
             };
             let wait = match error.retry_class() {
                 RetryClass::Fatal => None,
+                RetryClass::Transient if matches!(error, LlmError::Timeout(_)) => self
+                    .backoff
+                    .delay_after(attempt)
+                    .map(|delay| delay.max(self.wait_after_timeout)),
                 RetryClass::Transient => self.backoff.delay_after(attempt),
                 RetryClass::RetryAfter(asked) => self
                     .backoff
@@ -157,10 +174,19 @@ mod tests {
     }
 
     fn request() -> ChatRequest {
-        ChatRequest {
-            messages: vec![herald_core::ChatMessage::user("hi")],
-            tools: vec![],
-        }
+        ChatRequest::new(vec![herald_core::ChatMessage::user("hi")], vec![])
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_timeout_the_retry_waits_as_long_as_the_request_had() {
+        let model = Retrying::new(
+            Scripted::new(vec![Err(LlmError::Timeout(Duration::from_secs(60))), ok()]),
+            backoff(4),
+        )
+        .with_wait_after_timeout(Duration::from_secs(60));
+        assert!(model.complete(request()).await.is_ok());
+        let attempts = model.inner().attempts.lock().unwrap().clone();
+        assert_eq!((attempts[1] - attempts[0]).as_secs(), 60);
     }
 
     /// Runs a script and returns whether it succeeded and the gaps between

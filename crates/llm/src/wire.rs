@@ -4,8 +4,11 @@
 //! It encodes what "OpenAI-compatible" servers disagree on, in the form all of
 //! them accept: an assistant message that carried tool calls is replayed with
 //! `content: ""` (llama.cpp answers `null` with a 500), the length limit goes
-//! out as `max_tokens` (local servers ignore `max_completion_tokens`), and a
-//! request without tools has no `tools` key at all (OpenAI refuses `[]`).
+//! out as `max_tokens` (local servers ignore `max_completion_tokens`), a
+//! request without tools has no `tools` key at all (OpenAI refuses `[]`),
+//! tool schemas go out in their portable form ([`crate::portable`]), and
+//! with `tool_results: user` a tool's result is a user message naming the
+//! call, for chat templates that drop the `tool` role.
 
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls, ChatCompletionRequestAssistantMessage,
@@ -15,7 +18,9 @@ use async_openai::types::chat::{
     ChatCompletionTool, ChatCompletionToolChoiceOption, ChatCompletionTools, CreateChatCompletionRequest,
     CreateChatCompletionResponse, FunctionCall, FunctionObject, ToolChoiceOptions,
 };
-use herald_core::{ChatMessage, ChatRequest, ChatResponse, LlmError, ToolCall, ToolSpec, Usage};
+use herald_core::{ChatMessage, ChatRequest, ChatResponse, LlmError, ToolCall, ToolChoice, ToolSpec, Usage};
+
+use crate::config::ToolResults;
 
 /// The parts of a request that come from configuration, not from the turn.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +28,7 @@ pub(crate) struct Sampling {
     pub model: String,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
+    pub tool_results: ToolResults,
 }
 
 fn message(message: ChatMessage) -> ChatCompletionRequestMessage {
@@ -71,7 +77,7 @@ fn tool(spec: ToolSpec) -> ChatCompletionTools {
             name: spec.name,
             description: (!spec.description.is_empty()).then_some(spec.description),
             // `null` is not a schema; omitting it means "no parameters".
-            parameters: (!spec.parameters.is_null()).then_some(spec.parameters),
+            parameters: (!spec.parameters.is_null()).then(|| crate::portable::schema(&spec.parameters)),
             strict: None,
         },
     })
@@ -80,16 +86,59 @@ fn tool(spec: ToolSpec) -> ChatCompletionTools {
 /// The request body for one model call.
 pub(crate) fn request(sampling: &Sampling, request: ChatRequest) -> CreateChatCompletionRequest {
     let has_tools = !request.tools.is_empty();
+    let messages = match sampling.tool_results {
+        ToolResults::Native => request.messages,
+        ToolResults::User => tool_results_as_user_messages(request.messages),
+    };
+    let tool_choice = match request.tool_choice {
+        ToolChoice::Auto => ToolChoiceOptions::Auto,
+        ToolChoice::None => ToolChoiceOptions::None,
+    };
     #[allow(deprecated)] // `max_tokens` is deprecated by OpenAI but the one local servers honour.
     CreateChatCompletionRequest {
         model: sampling.model.clone(),
-        messages: request.messages.into_iter().map(message).collect(),
+        messages: messages.into_iter().map(message).collect(),
         tools: has_tools.then(|| request.tools.into_iter().map(tool).collect()),
-        tool_choice: has_tools.then_some(ChatCompletionToolChoiceOption::Mode(ToolChoiceOptions::Auto)),
+        tool_choice: has_tools.then_some(ChatCompletionToolChoiceOption::Mode(tool_choice)),
         temperature: sampling.temperature,
         max_tokens: sampling.max_tokens,
         ..Default::default()
     }
+}
+
+/// Turns each run of tool results into one user message that names the
+/// calls it answers: `[Result of tool call get_weather (call_1)]` and the
+/// text. One message per run keeps user and assistant turns alternating,
+/// which some chat templates insist on.
+fn tool_results_as_user_messages(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    let mut names = std::collections::HashMap::new();
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    let mut pending: Vec<String> = Vec::new();
+    let flush = |pending: &mut Vec<String>, out: &mut Vec<ChatMessage>| {
+        if !pending.is_empty() {
+            out.push(ChatMessage::user(pending.join("\n\n")));
+            pending.clear();
+        }
+    };
+    for message in messages {
+        match message {
+            ChatMessage::Tool { tool_call_id, content } => {
+                let name = names.get(&tool_call_id).map_or("a tool", String::as_str);
+                pending.push(format!("[Result of tool call {name} ({tool_call_id})]\n{content}"));
+            }
+            other => {
+                flush(&mut pending, &mut out);
+                if let ChatMessage::Assistant { tool_calls, .. } = &other {
+                    for call in tool_calls {
+                        names.insert(call.id.clone(), call.name.clone());
+                    }
+                }
+                out.push(other);
+            }
+        }
+    }
+    flush(&mut pending, &mut out);
+    out
 }
 
 /// Choice 0 of a completion, arguments exactly as the model wrote them.
@@ -146,6 +195,7 @@ mod tests {
             model: "gpt-4o-mini".into(),
             temperature: None,
             max_tokens: None,
+            tool_results: ToolResults::Native,
         }
     }
 
@@ -177,6 +227,7 @@ mod tests {
                 },
             ],
             tools: vec![],
+            tool_choice: ToolChoice::Auto,
         };
         assert_eq!(
             body(&sampling(), chat),
@@ -210,13 +261,7 @@ mod tests {
                 parameters: Value::Null,
             },
         ];
-        let with_tools = body(
-            &sampling(),
-            ChatRequest {
-                messages: vec![ChatMessage::user("hi")],
-                tools,
-            },
-        );
+        let with_tools = body(&sampling(), ChatRequest::new(vec![ChatMessage::user("hi")], tools));
         assert_eq!(
             with_tools["tools"],
             json!([
@@ -227,13 +272,7 @@ mod tests {
         );
         assert_eq!(with_tools["tool_choice"], "auto");
 
-        let without = body(
-            &sampling(),
-            ChatRequest {
-                messages: vec![ChatMessage::user("hi")],
-                tools: vec![],
-            },
-        );
+        let without = body(&sampling(), ChatRequest::new(vec![ChatMessage::user("hi")], vec![]));
         assert!(
             without.get("tools").is_none() && without.get("tool_choice").is_none(),
             "{without}"
@@ -246,18 +285,91 @@ mod tests {
             model: "llama3".into(),
             temperature: Some(0.5),
             max_tokens: Some(100),
+            tool_results: ToolResults::Native,
         };
-        let sent = body(
-            &settings,
-            ChatRequest {
-                messages: vec![ChatMessage::user("hi")],
-                tools: vec![],
-            },
-        );
+        let sent = body(&settings, ChatRequest::new(vec![ChatMessage::user("hi")], vec![]));
         assert_eq!(sent["model"], "llama3");
         assert_eq!(sent["temperature"], 0.5);
         assert_eq!(sent["max_tokens"], 100);
         assert!(sent.get("max_completion_tokens").is_none());
+    }
+
+    #[test]
+    fn tool_choice_none_keeps_the_tools_and_forbids_calls() {
+        let mut chat = ChatRequest::new(
+            vec![ChatMessage::user("hi")],
+            vec![ToolSpec {
+                name: "ping".into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+            }],
+        );
+        chat.tool_choice = ToolChoice::None;
+        let sent = body(&sampling(), chat);
+        assert_eq!(sent["tool_choice"], "none");
+        assert_eq!(sent["tools"][0]["function"]["name"], "ping");
+    }
+
+    #[test]
+    fn advertised_schemas_are_portable() {
+        let chat = ChatRequest::new(
+            vec![ChatMessage::user("hi")],
+            vec![ToolSpec {
+                name: "send".into(),
+                description: "Send".into(),
+                parameters: json!({"type": "object", "properties": {"text": {"type": "string", "maxLength": 20000}}}),
+            }],
+        );
+        let sent = body(&sampling(), chat);
+        assert_eq!(
+            sent["tools"][0]["function"]["parameters"],
+            json!({"type": "object", "properties": {"text": {"type": "string"}}})
+        );
+    }
+
+    #[test]
+    fn tool_results_can_travel_as_user_messages_naming_the_call() {
+        let call = |id: &str, name: &str| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{}".into(),
+        };
+        let chat = ChatRequest::new(
+            vec![
+                ChatMessage::user("weather and time?"),
+                ChatMessage::Assistant {
+                    content: None,
+                    tool_calls: vec![call("call_1", "get_weather"), call("call_2", "get_time")],
+                },
+                ChatMessage::Tool {
+                    tool_call_id: "call_1".into(),
+                    content: "sunny".into(),
+                },
+                ChatMessage::Tool {
+                    tool_call_id: "call_2".into(),
+                    content: "noon".into(),
+                },
+                ChatMessage::Tool {
+                    tool_call_id: "call_9".into(),
+                    content: "stray".into(),
+                },
+            ],
+            vec![],
+        );
+        let settings = Sampling {
+            tool_results: ToolResults::User,
+            ..sampling()
+        };
+        let sent = body(&settings, chat);
+        let messages = sent["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 3, "{sent}");
+        assert_eq!(messages[1]["role"], "assistant");
+        assert_eq!(messages[2]["role"], "user");
+        assert_eq!(
+            messages[2]["content"],
+            "[Result of tool call get_weather (call_1)]\nsunny\n\n[Result of tool call get_time (call_2)]\nnoon\n\n\
+             [Result of tool call a tool (call_9)]\nstray"
+        );
     }
 
     fn completion(choices: Value) -> CreateChatCompletionResponse {

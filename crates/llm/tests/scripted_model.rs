@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use herald_core::{ChatMessage, ChatModel, ChatRequest, LlmError, ToolSpec};
-use herald_llm::{LlmConfig, OpenAiModel, model_from_config, probe};
+use herald_llm::{LlmConfig, OpenAiModel, check, model_from_config};
 use herald_testkit::openai::{roles, tool_names, tool_results};
 use herald_testkit::{Reply, ScriptedModel};
 use serde_json::json;
@@ -23,10 +23,10 @@ fn config(model: &ScriptedModel) -> LlmConfig {
 }
 
 fn ask(text: &str) -> ChatRequest {
-    ChatRequest {
-        messages: vec![ChatMessage::system("You are Herald."), ChatMessage::user(text)],
-        tools: vec![],
-    }
+    ChatRequest::new(
+        vec![ChatMessage::system("You are Herald."), ChatMessage::user(text)],
+        vec![],
+    )
 }
 
 fn weather_tool() -> ToolSpec {
@@ -42,7 +42,7 @@ async fn a_text_reply_comes_back_with_usage() {
     let server = ScriptedModel::start().await;
     let model = model_from_config(&LlmConfig {
         temperature: Some(0.3),
-        max_tokens: Some(64),
+        max_tokens: 64,
         ..config(&server)
     })
     .unwrap();
@@ -214,7 +214,7 @@ async fn a_refused_connection_names_the_base_url() {
         .complete(ask("hi"))
         .await
         .unwrap_err();
-    let probed = probe(&config).await.unwrap_err();
+    let probed = check(&config, vec![]).await.unwrap_err();
 
     for error in [error, probed] {
         assert!(matches!(error, LlmError::Connect(_)), "{error}");
@@ -286,33 +286,55 @@ async fn a_trailing_slash_in_the_base_url_is_harmless() {
 }
 
 #[tokio::test]
-async fn probe_reports_a_reachable_endpoint_and_the_model() {
+async fn the_check_sends_one_tiny_completion_with_the_real_tools() {
     let server = ScriptedModel::start().await;
-    let found = probe(&config(&server)).await.unwrap();
-    let missing = probe(&LlmConfig {
-        model: "llama3".into(),
-        ..config(&server)
-    })
-    .await
-    .unwrap();
+    let found = check(&config(&server), vec![weather_tool()]).await.unwrap();
 
     assert!(
-        found.contains(&server.base_url()) && found.contains("`gpt-4o-mini` is available"),
+        found.contains(&server.base_url()) && found.contains("`gpt-4o-mini`") && found.contains("1 tools"),
         "{found}"
     );
-    assert!(missing.contains("`llama3` is not among"), "{missing}");
+    assert!(found.contains("context window 32768 tokens (default"), "{found}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "one completion");
+    assert_eq!(tool_names(&requests[0]), ["get_weather"]);
+    assert_eq!(requests[0]["max_tokens"], 16);
 }
 
 #[tokio::test]
-async fn probe_names_the_key_when_it_is_refused() {
+async fn the_check_fails_for_a_model_the_server_does_not_serve() {
+    let server = ScriptedModel::start().await;
+    let error = check(
+        &LlmConfig {
+            model: "llama3".into(),
+            ..config(&server)
+        },
+        vec![],
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+
+    assert!(
+        error.contains("`llama3` is not served") && error.contains("gpt-4o-mini"),
+        "{error}"
+    );
+    assert!(server.requests().is_empty(), "no completion was tried");
+}
+
+#[tokio::test]
+async fn the_check_names_the_key_when_it_is_refused() {
     let server = ScriptedModel::start().await;
     server.require_api_key("sk-right");
 
-    let wrong = probe(&config(&server)).await.unwrap_err().to_string();
-    let empty = probe(&LlmConfig {
-        api_key: "".into(),
-        ..config(&server)
-    })
+    let wrong = check(&config(&server), vec![]).await.unwrap_err().to_string();
+    let empty = check(
+        &LlmConfig {
+            api_key: "".into(),
+            ..config(&server)
+        },
+        vec![],
+    )
     .await
     .unwrap_err()
     .to_string();
@@ -326,14 +348,17 @@ async fn probe_names_the_key_when_it_is_refused() {
 }
 
 #[tokio::test]
-async fn probe_hints_at_a_missing_v1() {
+async fn the_check_hints_at_a_missing_v1() {
     let server = ScriptedModel::start().await;
     let without_v1 = server.base_url().trim_end_matches("/v1").to_owned();
 
-    let error = probe(&LlmConfig {
-        base_url: without_v1,
-        ..config(&server)
-    })
+    let error = check(
+        &LlmConfig {
+            base_url: without_v1,
+            ..config(&server)
+        },
+        vec![],
+    )
     .await
     .unwrap_err()
     .to_string();

@@ -276,12 +276,15 @@ impl CoreSkill for SendMessage {
         let sent = context
             .services
             .outbound
-            .send(&OutboundMessage {
-                conversation: target.clone(),
-                text: text.clone(),
-                reply_to: None,
-                idempotency_key: Some(format!("task:{}:call:{}", context.scope.task, context.ordinal)),
-            })
+            .send_in_turn(
+                context.scope,
+                &OutboundMessage {
+                    conversation: target.clone(),
+                    text: text.clone(),
+                    reply_to: None,
+                    idempotency_key: Some(format!("task:{}:call:{}", context.scope.task, context.ordinal)),
+                },
+            )
             .await?;
         let same = target.id == current.id;
         Ok(ToolOutput {

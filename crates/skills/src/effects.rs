@@ -256,7 +256,7 @@ impl SkillToolbox {
                 reply_to: scope.reply_to.clone(),
                 idempotency_key: None,
             };
-            if let Err(err) = self.services.outbound.send(&question).await {
+            if let Err(err) = self.services.outbound.send_in_turn(scope, &question).await {
                 tracing::warn!(error = %err, skill = %name, "confirmation question not sent");
             }
             tracing::info!(skill = %name, task = %scope.task, "dangerous skill waits for confirmation");

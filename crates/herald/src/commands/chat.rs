@@ -25,7 +25,7 @@ pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode
     if user.is_empty() || user.chars().any(|c| c.is_whitespace() || c == ':') {
         bail!("--user must be a name without spaces or `:` (got {user:?})");
     }
-    app.check_model().await?;
+    app.warn_if_model_is_down(|message| eprintln!("warning: {message}"));
     let conversation = local::conversation(&user);
     let format = if json { ReplyFormat::Json } else { ReplyFormat::Plain };
     let outbound = Outbound::new().with(Arc::new(LocalOutbound::stdout(format)));

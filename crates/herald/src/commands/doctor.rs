@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use herald_core::SystemClock;
 
-use crate::app::{install_crypto_provider, open_storage, redact_url};
+use crate::app::{App, install_crypto_provider, open_storage, redact_url};
 use crate::config::Config;
 
 pub async fn doctor(config_path: &Path) -> Result<ExitCode> {
@@ -30,10 +30,11 @@ pub async fn doctor(config_path: &Path) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    match open_storage(&config, Arc::new(SystemClock)).await {
-        Ok(storage) => {
-            match storage.ping().await {
-                Ok(()) => report(
+    let clock: Arc<dyn herald_core::Clock> = Arc::new(SystemClock);
+    let storage = match open_storage(&config, clock.clone()).await {
+        Ok(storage) => match storage.ping().await {
+            Ok(()) => {
+                report(
                     true,
                     "storage",
                     format!(
@@ -41,25 +42,51 @@ pub async fn doctor(config_path: &Path) -> Result<ExitCode> {
                         redact_url(&config.storage.url),
                         storage.backend()
                     ),
-                ),
-                Err(err) => report(false, "storage", format!("{err}")),
+                );
+                Some(storage)
             }
-            storage.close().await;
+            Err(err) => {
+                report(false, "storage", format!("{err}"));
+                None
+            }
+        },
+        Err(err) => {
+            report(false, "storage", format!("{err:#}"));
+            None
         }
-        Err(err) => report(false, "storage", format!("{err:#}")),
-    }
-    match herald_llm::probe(&config.llm).await {
-        Ok(detail) => report(
-            true,
-            "model",
-            format!("{} at {}: {detail}", config.llm.model, config.llm.base_url),
-        ),
+    };
+    // The model gets the tool list a real turn offers, so a server that
+    // refuses (or crashes on) Herald's tools fails here, not on a user.
+    let llm = config.llm.clone();
+    // The channels are checked last, with their own configuration.
+    let mut config = config;
+    let channels_config = std::mem::take(&mut config.channels);
+    let tools = match storage {
+        Some(storage) => {
+            let app = App::with_storage(config, storage, clock).await;
+            let tools = match &app {
+                Ok(app) => app.offered_tools().await,
+                Err(err) => Err(anyhow::anyhow!("{err:#}")),
+            };
+            if let Ok(app) = app {
+                app.storage.close().await;
+            }
+            tools
+        }
+        None => Err(anyhow::anyhow!("storage is unavailable")),
+    };
+    let (tools, note) = match tools {
+        Ok(tools) => (tools, String::new()),
+        Err(err) => (Vec::new(), format!(" (tools not checked: {err:#})")),
+    };
+    match herald_llm::check(&llm, tools).await {
+        Ok(detail) => report(true, "model", format!("{detail}{note}")),
         Err(err) => report(false, "model", err.to_string()),
     }
     // Each configured platform checks its credentials and reachability
     // (Discord: GET /users/@me and GET /gateway; Telegram: getMe; Slack: auth.test and, in
     // Socket Mode, apps.connections.open; email: IMAP login and SMTP NOOP).
-    match crate::channels::build(&config.channels, None) {
+    match crate::channels::build(&channels_config, None) {
         Ok(channels) => {
             for ingress in &channels.ingress {
                 let item = format!("channel {}", ingress.channel());

@@ -1,6 +1,7 @@
 //! `herald explain --conversation ID`: how the last prompt of a conversation
-//! was built — characters per part, what history was kept and dropped, which
-//! tools were offered — so an operator can see where the budget goes.
+//! was built — estimated tokens per part (tool schemas included), what
+//! history was kept, cut and dropped, which tools were offered — so an
+//! operator can see where the context window goes.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -34,23 +35,58 @@ pub fn render(conversation: &str, a: &PromptAccounting) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "last prompt of {conversation}: {} of {} characters",
-        a.total_chars, a.budget_chars
+        "last prompt of {conversation}: about {} of {} tokens ({} characters); context window {} tokens",
+        a.total_tokens, a.budget_tokens, a.total_chars, a.window_tokens
     );
-    let _ = writeln!(out, "  {:<36} {:>8}", "system prompt", a.system_prompt_chars);
-    for (label, chars) in &a.sections {
-        let _ = writeln!(out, "  {:<36} {:>8}", label, chars);
+    let row = |out: &mut String, label: &str, tokens: usize, note: String| {
+        let _ = writeln!(out, "  {label:<36} {tokens:>8}{note}");
+    };
+    row(&mut out, "system prompt", a.system_prompt_tokens, String::new());
+    for (label, tokens) in &a.sections {
+        row(&mut out, label, *tokens, String::new());
     }
-    let _ = writeln!(
-        out,
-        "  {:<36} {:>8}  ({} entries kept, {} dropped)",
-        "history", a.history_chars, a.history_kept, a.history_dropped
+    row(
+        &mut out,
+        "tool schemas",
+        a.tool_schema_tokens,
+        format!("  ({} tools)", a.tools.len()),
     );
-    let _ = writeln!(out, "  {:<36} {:>8}", "current input", a.input_chars);
+    row(
+        &mut out,
+        "history",
+        a.history_tokens,
+        format!(
+            "  ({} entries kept, {} of them cut, {} dropped)",
+            a.history_kept, a.history_cut, a.history_dropped
+        ),
+    );
+    row(
+        &mut out,
+        "current input",
+        a.input_tokens,
+        if a.input_cut {
+            "  (cut to fit)".into()
+        } else {
+            String::new()
+        },
+    );
     if a.tools.is_empty() {
         let _ = writeln!(out, "  tools offered: none");
     } else {
         let _ = writeln!(out, "  tools offered ({}): {}", a.tools.len(), a.tools.join(", "));
+    }
+    if a.shrunk > 0 {
+        let _ = writeln!(
+            out,
+            "  the server refused the prompt as too long; it was built again smaller {} time(s)",
+            a.shrunk
+        );
+    }
+    if a.empty_answer_retried {
+        let _ = writeln!(
+            out,
+            "  the model answered nothing at first and was asked again with tool calls off"
+        );
     }
     out
 }
@@ -62,22 +98,30 @@ mod tests {
     #[test]
     fn the_report_names_every_part() {
         let accounting = PromptAccounting {
-            budget_chars: 1000,
-            system_prompt_chars: 30,
-            sections: vec![("skill catalog".into(), 120), ("active skills".into(), 400)],
+            window_tokens: 4096,
+            budget_tokens: 2991,
+            system_prompt_tokens: 10,
+            sections: vec![("skill catalog".into(), 40), ("active skills".into(), 130)],
+            tools: vec!["activate_skill".into(), "send_message".into()],
+            tool_schema_tokens: 210,
             history_kept: 3,
             history_dropped: 7,
-            history_chars: 300,
-            input_chars: 20,
-            total_chars: 874,
-            tools: vec!["activate_skill".into(), "send_message".into()],
+            history_cut: 1,
+            history_tokens: 100,
+            input_tokens: 7,
+            total_tokens: 497,
+            total_chars: 1300,
+            shrunk: 1,
+            ..PromptAccounting::default()
         };
         let report = render("local:ann", &accounting);
         for expected in [
-            "last prompt of local:ann: 874 of 1000 characters",
+            "last prompt of local:ann: about 497 of 2991 tokens (1300 characters); context window 4096 tokens",
             "skill catalog",
-            "(3 entries kept, 7 dropped)",
+            "tool schemas                              210  (2 tools)",
+            "(3 entries kept, 1 of them cut, 7 dropped)",
             "tools offered (2): activate_skill, send_message",
+            "built again smaller 1 time(s)",
         ] {
             assert!(report.contains(expected), "missing {expected:?} in\n{report}");
         }

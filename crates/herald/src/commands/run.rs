@@ -53,7 +53,7 @@ impl Role {
 
 pub async fn run(app: App, role: Role) -> Result<ExitCode> {
     if role.serves() {
-        app.check_model().await?;
+        app.warn_if_model_is_down(|message| warn!("{message}"));
     }
     let signal = shutdown::on_signal();
     let built = channels::build(&app.config.channels, Some(app.storage.conversations()))?;

@@ -162,8 +162,11 @@ impl Config {
         if self.llm.max_tool_iterations == 0 {
             return Err(("llm.max_tool_iterations", "must be at least 1".into()));
         }
-        if self.llm.context_chars < 1000 {
+        if self.llm.context_chars.is_some_and(|chars| chars < 1000) {
             return Err(("llm.context_chars", "must be at least 1000 characters".into()));
+        }
+        if self.llm.context_tokens.is_some_and(|tokens| tokens < 512) {
+            return Err(("llm.context_tokens", "must be at least 512 tokens".into()));
         }
         if let Some(problem) = self.skills.problems().into_iter().next() {
             return Err(("skills", problem));

@@ -1,0 +1,377 @@
+//! Queue workers: claim a task, run its turn, record it, deliver the reply,
+//! complete the task.
+//!
+//! The order of those steps is what keeps Herald's promises across crashes:
+//! - the turn is recorded in history (the outbox) before anything is sent, so
+//!   a task retried after a crash re-sends the recorded reply instead of
+//!   asking the model again;
+//! - each message a task sends has a delivery slot with a receipt, checked
+//!   before sending and written right after, so a retried task does not send
+//!   a slot twice;
+//! - the task is completed only after its receipts are written.
+//!
+//! A worker keeps its lease alive while a turn runs ([`lease`]), so a slow
+//! model does not let a second worker serve the same task.
+//!
+//! Heartbeat turns are quiet: their scope's origin carries the
+//! `HEARTBEAT_OK` allowance, so what they send through the toolbox passes
+//! the rule ([`herald_core::Outbound::send_in_turn`]) and their reply passes
+//! it in [`record`] before anything is recorded or sent; a silent turn leaves
+//! no history; and a failed one is given up without telling anyone (it must
+//! not wait in backoff ahead of the target's own messages).
+
+mod lease;
+mod pool;
+mod record;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_core::{
+    Admins, ChatModel, ConversationId, ConversationStore, DeliveryReceipt, FailOutcome, InstructionOrigin, Lease,
+    Outbound, OutboundMessage, RetryClass, StoreError, TaskId, TaskPayload, TaskQueue, Toolbox, TurnOrigin, TurnScope,
+};
+use tokio::sync::broadcast;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use self::lease::LeaseKeeper;
+pub use self::pool::WorkerPool;
+use self::record::recording;
+use crate::config::{AgentConfig, TurnLimits};
+use crate::turn::{TurnOutcome, TurnRequest, run_turn};
+
+/// Everything a worker needs, wired by the binary.
+pub struct AgentParts {
+    pub queue: Arc<dyn TaskQueue>,
+    pub conversations: Arc<dyn ConversationStore>,
+    pub outbound: Outbound,
+    pub model: Arc<dyn ChatModel>,
+    pub toolbox: Arc<dyn Toolbox>,
+    /// Decides `TurnScope::is_admin`, from configuration only.
+    pub admins: Admins,
+    pub config: AgentConfig,
+    pub limits: TurnLimits,
+    /// The queue's lease time; the worker extends a lease at a third of it.
+    pub lease: Duration,
+    /// Characters a heartbeat reply may add to `HEARTBEAT_OK` and still be
+    /// an acknowledgement that is not sent
+    /// ([`herald_core::heartbeat::DEFAULT_ACK_MAX_CHARS`] by default).
+    pub heartbeat_ack_max_chars: usize,
+}
+
+/// Serves tasks: see the module documentation for the order of its steps.
+pub struct Agent {
+    parts: AgentParts,
+    events: broadcast::Sender<TaskFinished>,
+}
+
+/// Told to subscribers whenever a worker is done with a task for good.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskFinished {
+    pub task: TaskId,
+    pub conversation: ConversationId,
+    pub outcome: Finish,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    Done,
+    Dead,
+}
+
+/// State key under which the last prompt's accounting of a conversation is kept.
+pub const EXPLAIN_SCOPE: &str = "explain";
+
+/// Why a task did not complete.
+#[derive(Debug)]
+enum Failure {
+    /// Worth another attempt later.
+    Retry(String),
+    /// No attempt will do better.
+    GiveUp(String),
+}
+
+impl Failure {
+    fn store(err: StoreError) -> Self {
+        Failure::Retry(err.to_string())
+    }
+}
+
+impl Agent {
+    pub fn new(parts: AgentParts) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        Self { parts, events }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<TaskFinished> {
+        self.events.subscribe()
+    }
+
+    /// Serves one claimed task to its end: completed, retried later, or dead.
+    pub async fn serve(&self, lease: Lease) {
+        let task = &lease.task;
+        let span = info_span!("task", task = %task.id, conversation = %task.conversation, attempt = task.attempt);
+        async {
+            let started = std::time::Instant::now();
+            let channel = lease.task.channel.to_string();
+            // How long the task waited on the queue before a worker took it.
+            let waited = (chrono::Utc::now() - lease.task.enqueued_at).to_std().unwrap_or_default();
+            metrics::histogram!("herald_queue_wait_seconds", "channel" => channel.clone())
+                .record(waited.as_secs_f64());
+            let scope = self.scope_of(&lease);
+            let keeper = LeaseKeeper::start(self.parts.queue.clone(), lease.clone(), self.parts.lease);
+            // A lease lost means another worker may hold the task now: the
+            // turn stops where it is rather than send what that worker will.
+            let result = tokio::select! {
+                result = self.serve_task(&lease, &scope) => result,
+                () = keeper.lost.cancelled() => {
+                    warn!("lease lost mid-turn; stopping the turn and leaving the task to its new holder");
+                    metrics::counter!("herald_turns_total", "channel" => channel, "outcome" => "lease_lost").increment(1);
+                    return;
+                }
+            };
+            keeper.stop.cancel();
+            let result = match (result, scope.origin) {
+                // A heartbeat fails closed: nothing is sent, and the next one
+                // comes soon enough; a retry would hold up the target.
+                (Err(Failure::Retry(reason) | Failure::GiveUp(reason)), TurnOrigin::Heartbeat { .. }) => Err(
+                    Failure::GiveUp(format!("heartbeat failed and nothing was sent: {reason}")),
+                ),
+                (result, _) => result,
+            };
+            let finish = self.settle(&lease, &scope, result).await;
+            let outcome_label = match finish {
+                Some(Finish::Done) => "completed",
+                Some(Finish::Dead) => "dead",
+                None => "retried",
+            };
+            metrics::histogram!("herald_turn_duration_seconds", "channel" => channel.clone(), "outcome" => outcome_label)
+                .record(started.elapsed().as_secs_f64());
+            metrics::counter!("herald_turns_total", "channel" => channel, "outcome" => outcome_label).increment(1);
+            if let Some(outcome) = finish {
+                debug!(?outcome, "task finished");
+                let _ = self.events.send(TaskFinished {
+                    task: lease.task.id,
+                    conversation: lease.task.conversation.clone(),
+                    outcome,
+                });
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Completes, kills or fails the task as its result says; `None` when it
+    /// will be tried again (or the store could not be told).
+    async fn settle(&self, lease: &Lease, scope: &TurnScope, result: Result<(), Failure>) -> Option<Finish> {
+        let queue = &self.parts.queue;
+        match result {
+            Ok(()) => match queue.complete(lease).await {
+                Ok(()) => Some(Finish::Done),
+                Err(err) => {
+                    warn!(error = %err, "could not complete task");
+                    None
+                }
+            },
+            Err(Failure::GiveUp(reason)) => {
+                error!(reason = %reason, "task given up");
+                self.notify_failure(lease, scope).await;
+                match queue.kill(lease, &reason).await {
+                    Ok(()) => Some(Finish::Dead),
+                    Err(err) => {
+                        warn!(error = %err, "could not mark task dead");
+                        None
+                    }
+                }
+            }
+            Err(Failure::Retry(reason)) => match queue.fail(lease, &reason).await {
+                Ok(FailOutcome::Retry { after, .. }) => {
+                    warn!(reason = %reason, retry_in = ?after, "turn failed; will retry");
+                    None
+                }
+                Ok(FailOutcome::Dead) => {
+                    error!(reason = %reason, "turn failed on its last attempt");
+                    self.notify_failure(lease, scope).await;
+                    Some(Finish::Dead)
+                }
+                Err(err) => {
+                    warn!(error = %err, "could not record task failure");
+                    None
+                }
+            },
+        }
+    }
+
+    /// The task's turn, recorded and delivered; or its recorded reply
+    /// delivered, when an earlier attempt got as far as recording it.
+    async fn serve_task(&self, lease: &Lease, scope: &TurnScope) -> Result<(), Failure> {
+        let task = &lease.task;
+        if task.attempt > task.max_attempts {
+            return Err(Failure::GiveUp(format!(
+                "claimed {} times without finishing (the worker kept stopping)",
+                task.attempt - 1
+            )));
+        }
+        let conversations = &self.parts.conversations;
+        let recorded = conversations.task_entries(task.id).await.map_err(Failure::store)?;
+        let reply = match recorded.iter().rev().find(|e| e.role == herald_core::Role::Assistant) {
+            Some(entry) => {
+                info!("turn was recorded before; delivering the recorded reply");
+                Some(entry.text.clone())
+            }
+            None => {
+                // A heartbeat shows no sign of life unless it has something to say.
+                if scope.origin.quiet_limit().is_none()
+                    && let Some(channel) = self.parts.outbound.get(&scope.conversation.channel)
+                    && let Err(err) = channel.typing(&scope.conversation).await
+                {
+                    debug!(error = %err, "typing indicator failed");
+                }
+                let input = input_text(&task.payload);
+                let outcome = self.run(scope, input).await?;
+                let Some(recorded) = recording(scope.origin, input, scope.actor.as_ref(), &outcome) else {
+                    info!("heartbeat: nothing needs attention; nothing sent or recorded");
+                    return Ok(());
+                };
+                for (index, notice) in outcome.notices.iter().enumerate() {
+                    self.deliver(task.id, &format!("notice:{index}"), scope, notice).await?;
+                }
+                conversations
+                    .record_turn(&scope.conversation.id, task.id, &recorded.entries)
+                    .await
+                    .map_err(Failure::store)?;
+                if recorded.explain
+                    && let Ok(value) = serde_json::to_value(&outcome.accounting)
+                    && let Err(err) = conversations
+                        .put_state(EXPLAIN_SCOPE, scope.conversation.id.as_str(), &value)
+                        .await
+                {
+                    debug!(error = %err, "could not store prompt accounting");
+                }
+                recorded.reply
+            }
+        };
+        if let Some(text) = reply.filter(|t| !t.trim().is_empty()) {
+            self.deliver(task.id, "reply", scope, &text).await?;
+        }
+        Ok(())
+    }
+
+    async fn run(&self, scope: &TurnScope, input: Option<&str>) -> Result<TurnOutcome, Failure> {
+        let parts = &self.parts;
+        let history = parts
+            .conversations
+            .history(&scope.conversation.id, parts.config.history_limit)
+            .await
+            .map_err(Failure::store)?;
+        let request = TurnRequest {
+            scope,
+            system_prompt: &parts.config.system_prompt,
+            history: &history,
+            input,
+            limits: &parts.limits,
+            max_identical_calls: parts.config.max_identical_calls,
+        };
+        run_turn(parts.model.as_ref(), parts.toolbox.as_ref(), request)
+            .await
+            .map_err(|err| match err.retry_class_fatal() {
+                true => Failure::GiveUp(err.to_string()),
+                false => Failure::Retry(err.to_string()),
+            })
+    }
+
+    /// Sends one slot of a task's output once: skipped when a receipt exists.
+    async fn deliver(&self, task: TaskId, slot: &str, scope: &TurnScope, text: &str) -> Result<(), Failure> {
+        let conversations = &self.parts.conversations;
+        if conversations
+            .delivery(task, slot)
+            .await
+            .map_err(Failure::store)?
+            .is_some()
+        {
+            debug!(slot, "already delivered");
+            return Ok(());
+        }
+        let message = OutboundMessage {
+            conversation: scope.conversation.clone(),
+            text: text.to_owned(),
+            reply_to: scope.reply_to.clone(),
+            idempotency_key: Some(format!("task:{task}:{slot}")),
+        };
+        let sent = self
+            .parts
+            .outbound
+            .send(&message)
+            .await
+            .map_err(|err| match err.retry_class() {
+                RetryClass::Fatal => Failure::GiveUp(format!("sending {slot} failed: {err}")),
+                _ => Failure::Retry(format!("sending {slot} failed: {err}")),
+            })?;
+        let receipt = DeliveryReceipt {
+            task,
+            slot: slot.to_owned(),
+            conversation: scope.conversation.id.clone(),
+            platform_message_ids: sent.platform_message_ids,
+            delivered_at: chrono::Utc::now(),
+        };
+        conversations.record_delivery(&receipt).await.map_err(Failure::store)?;
+        info!(slot, chars = text.chars().count(), "delivered");
+        Ok(())
+    }
+
+    /// Tells the user their message could not be handled, once.
+    async fn notify_failure(&self, lease: &Lease, scope: &TurnScope) {
+        if !matches!(lease.task.payload, TaskPayload::Message(_)) {
+            return;
+        }
+        if let Err(err) = self
+            .deliver(lease.task.id, "failure", scope, &self.parts.config.failure_notice)
+            .await
+        {
+            warn!(error = ?err, "could not tell the user about the failure");
+        }
+    }
+
+    fn scope_of(&self, lease: &Lease) -> TurnScope {
+        let (conversation, actor, reply_to, origin) = match &lease.task.payload {
+            TaskPayload::Message(message) => (
+                message.conversation.clone(),
+                Some(message.sender.id.clone()),
+                Some(message.platform_message_id.clone()),
+                TurnOrigin::Person,
+            ),
+            TaskPayload::Instruction {
+                conversation,
+                actor,
+                origin,
+                ..
+            } => (
+                conversation.clone(),
+                actor.clone(),
+                None,
+                match origin {
+                    InstructionOrigin::Schedule { .. } => TurnOrigin::Schedule,
+                    InstructionOrigin::Heartbeat => TurnOrigin::Heartbeat {
+                        ack_max_chars: self.parts.heartbeat_ack_max_chars,
+                    },
+                },
+            ),
+        };
+        let is_admin = actor.as_ref().is_some_and(|actor| self.parts.admins.contains(actor));
+        TurnScope {
+            task: lease.task.id,
+            conversation,
+            actor,
+            is_admin,
+            reply_to,
+            origin,
+        }
+    }
+}
+
+fn input_text(payload: &TaskPayload) -> Option<&str> {
+    match payload {
+        TaskPayload::Message(message) => Some(&message.text),
+        TaskPayload::Instruction { instruction, .. } => Some(instruction),
+    }
+}
