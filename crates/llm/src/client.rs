@@ -129,12 +129,13 @@ impl OpenAiModel {
         })
     }
 
-    /// One streamed completion, folded into one response.
+    /// One streamed completion, folded into one response; `None` when the
+    /// stream ended before its first event.
     async fn complete_streamed(
         &self,
         http: &reqwest::Client,
-        body: async_openai::types::chat::CreateChatCompletionRequest,
-    ) -> Result<ChatResponse, LlmError> {
+        body: &async_openai::types::chat::CreateChatCompletionRequest,
+    ) -> Result<Option<ChatResponse>, LlmError> {
         let mut body =
             serde_json::to_value(body).map_err(|err| LlmError::BadResponse(format!("request not sent: {err}")))?;
         body["stream"] = Value::Bool(true);
@@ -169,7 +170,7 @@ impl OpenAiModel {
             crate::transport::check_chat_completion(&bytes).map_err(LlmError::BadResponse)?;
             let completion = serde_json::from_slice(&bytes)
                 .map_err(|err| LlmError::BadResponse(crate::transport::describe(&err)))?;
-            return wire::response(completion);
+            return wire::response(completion).map(Some);
         }
         let mut accumulator = Accumulator::default();
         while let Some(chunk) = response
@@ -181,7 +182,7 @@ impl OpenAiModel {
                 break;
             }
         }
-        Ok(accumulator.finish())
+        Ok((!accumulator.is_silent()).then(|| accumulator.finish()))
     }
 }
 
@@ -191,9 +192,16 @@ impl ChatModel for OpenAiModel {
         let messages = request.messages.len();
         let tools = request.tools.len();
         let body = wire::request(&self.sampling, request);
-        let response = match &self.streaming {
-            Some(http) => self.complete_streamed(http, body).await?,
+        let streamed = match &self.streaming {
+            Some(http) => self.complete_streamed(http, &body).await?,
+            None => None,
+        };
+        let response = match streamed {
+            Some(response) => response,
             None => {
+                if self.streaming.is_some() {
+                    debug!("the stream ended before its first event; asking again without streaming");
+                }
                 let response = self
                     .client
                     .chat()

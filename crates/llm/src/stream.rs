@@ -7,9 +7,11 @@
 //! The events are read with reqwest directly and folded into one
 //! [`ChatResponse`] by [`Accumulator`], which is pure and tested here. It is
 //! lenient where servers differ: a stream that ends without `[DONE]` is the
-//! answer so far (llama-cpp-python ends streams that way when it has nothing
-//! to say), a JSON body where a stream was asked for is read as a plain
-//! completion, and an `error` event is an error.
+//! answer so far, a JSON body where a stream was asked for is read as a
+//! plain completion, and an `error` event is an error. A stream that ends
+//! before its first event says nothing at all — llama-cpp-python answers a
+//! prompt longer than its context that way, `200` and zero bytes — so the
+//! client asks once more without streaming, which gets the real error.
 
 use herald_core::{ChatResponse, LlmError, ToolCall, Usage};
 use serde_json::Value;
@@ -24,6 +26,8 @@ pub(crate) struct Accumulator {
     usage: Option<Usage>,
     buffer: String,
     done: bool,
+    /// Data events read, `[DONE]` included.
+    events: usize,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +68,7 @@ impl Accumulator {
             return Ok(());
         }
         let data = data.join("\n");
+        self.events += 1;
         if data.trim() == "[DONE]" {
             self.done = true;
             return Ok(());
@@ -124,6 +129,11 @@ impl Accumulator {
             self.finish_reason = Some(reason.to_owned());
         }
         Ok(())
+    }
+
+    /// Whether the stream carried no event at all.
+    pub fn is_silent(&self) -> bool {
+        self.events == 0
     }
 
     /// The answer as received.
@@ -214,11 +224,15 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_stream_without_done_is_an_empty_answer() {
-        let (response, done) = fold(&[": keep-alive\n\n"]).unwrap();
+    fn a_stream_without_events_is_silent_and_one_with_empty_content_is_not() {
+        let mut accumulator = Accumulator::default();
+        assert!(!accumulator.feed(b": keep-alive\n\n").unwrap());
+        assert!(accumulator.is_silent());
+        let (response, done) =
+            fold(&["data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n"])
+                .unwrap();
         assert!(!done);
-        assert_eq!(response.content, None);
-        assert!(response.tool_calls.is_empty());
+        assert_eq!(response.content.as_deref(), Some(""));
     }
 
     #[test]

@@ -106,9 +106,12 @@ pub(crate) fn request(sampling: &Sampling, request: ChatRequest) -> CreateChatCo
     }
 }
 
-/// Turns each run of tool results into one user message that names the
-/// calls it answers: `[Result of tool call get_weather (call_1)]` and the
-/// text. One message per run keeps user and assistant turns alternating,
+/// Turns a tool round into plain chat for templates that drop the `tool`
+/// role: the assistant's calls become text that names each call, and each
+/// run of results one user message naming the calls it answers —
+/// `[Result of tool call get_weather (call_1)]` and the text. No message
+/// then carries `tool_calls` without `tool` answers (which OpenAI-style
+/// validation refuses), and user and assistant turns keep alternating,
 /// which some chat templates insist on.
 fn tool_results_as_user_messages(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
     let mut names = std::collections::HashMap::new();
@@ -126,13 +129,23 @@ fn tool_results_as_user_messages(messages: Vec<ChatMessage>) -> Vec<ChatMessage>
                 let name = names.get(&tool_call_id).map_or("a tool", String::as_str);
                 pending.push(format!("[Result of tool call {name} ({tool_call_id})]\n{content}"));
             }
+            ChatMessage::Assistant { content, tool_calls } if !tool_calls.is_empty() => {
+                flush(&mut pending, &mut out);
+                let mut text = content.unwrap_or_default();
+                for call in tool_calls {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&format!(
+                        "[Called tool {} ({}) with {}]",
+                        call.name, call.id, call.arguments
+                    ));
+                    names.insert(call.id, call.name);
+                }
+                out.push(ChatMessage::assistant(text));
+            }
             other => {
                 flush(&mut pending, &mut out);
-                if let ChatMessage::Assistant { tool_calls, .. } = &other {
-                    for call in tool_calls {
-                        names.insert(call.id.clone(), call.name.clone());
-                    }
-                }
                 out.push(other);
             }
         }
@@ -328,7 +341,7 @@ mod tests {
     }
 
     #[test]
-    fn tool_results_can_travel_as_user_messages_naming_the_call() {
+    fn tool_rounds_can_travel_as_plain_chat_naming_each_call() {
         let call = |id: &str, name: &str| ToolCall {
             id: id.into(),
             name: name.into(),
@@ -364,6 +377,11 @@ mod tests {
         let messages = sent["messages"].as_array().unwrap();
         assert_eq!(messages.len(), 3, "{sent}");
         assert_eq!(messages[1]["role"], "assistant");
+        assert!(messages[1].get("tool_calls").is_none(), "{sent}");
+        assert_eq!(
+            messages[1]["content"],
+            "[Called tool get_weather (call_1) with {}]\n[Called tool get_time (call_2) with {}]"
+        );
         assert_eq!(messages[2]["role"], "user");
         assert_eq!(
             messages[2]["content"],

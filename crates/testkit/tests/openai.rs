@@ -366,3 +366,164 @@ async fn base_url_has_v1_and_no_trailing_slash() {
     let url = model.base_url();
     assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/v1"), "{url}");
 }
+
+/// A request offering one tool whose `text` has this `maxLength`.
+fn with_tool(max_length: u64) -> Value {
+    let mut body = hello("hi");
+    body["tools"] = json!([{ "type": "function", "function": { "name": "send_message",
+        "parameters": { "type": "object", "properties": { "text": { "type": "string", "maxLength": max_length } } } } }]);
+    body["tool_choice"] = json!("auto");
+    body
+}
+
+#[tokio::test]
+async fn playing_llama_cpp_a_large_max_length_kills_the_server() {
+    let model = ScriptedModel::start().await;
+    model.set_quirks(herald_testkit::openai::Quirks::llama_cpp(8192));
+    let small = post(&model, &with_tool(256)).await;
+    assert_eq!(small.status(), 200);
+    let body: Value = small.json().await.unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"], "",
+        "offered tools on auto, llama.cpp's text answers come back empty"
+    );
+
+    let crash = http()
+        .post(format!("{}/chat/completions", model.base_url()))
+        .json(&with_tool(20_000))
+        .send()
+        .await;
+    assert!(crash.is_err(), "the connection died with the server: {crash:?}");
+    assert!(model.crashed());
+    let after = http()
+        .post(format!("{}/chat/completions", model.base_url()))
+        .json(&hello("anyone there?"))
+        .send()
+        .await;
+    assert!(after.is_err(), "nothing answers once it crashed");
+}
+
+#[tokio::test]
+async fn over_long_prompts_are_refused_in_each_servers_own_shape() {
+    use herald_testkit::openai::Quirks;
+    let long = hello(&"word ".repeat(4000));
+    for (quirks, status, fragment) in [
+        (
+            Quirks::llama_cpp_python(2048),
+            400,
+            r#""code":"context_length_exceeded""#,
+        ),
+        (Quirks::llama_cpp(2048), 400, r#""n_ctx":2048"#),
+        (Quirks::vllm(2048), 400, "maximum context length is 2048 tokens"),
+    ] {
+        let model = ScriptedModel::start().await;
+        model.set_quirks(quirks.clone());
+        let response = post(&model, &long).await;
+        assert_eq!(response.status(), status, "{quirks:?}");
+        let text = response.text().await.unwrap();
+        assert!(text.contains(fragment), "{quirks:?}: {text}");
+        assert_eq!(post(&model, &hello("short")).await.status(), 200);
+    }
+    // Streamed, llama-cpp-python answers 200 with nothing at all.
+    let model = ScriptedModel::start().await;
+    model.set_quirks(Quirks::llama_cpp_python(2048));
+    let mut streamed = long.clone();
+    streamed["stream"] = json!(true);
+    let response = post(&model, &streamed).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "");
+}
+
+#[tokio::test]
+async fn servers_say_their_context_window_where_the_real_ones_do() {
+    use herald_testkit::openai::Quirks;
+    let model = ScriptedModel::start().await;
+    model.set_quirks(Quirks::llama_cpp(4096));
+    let root = model.base_url().trim_end_matches("/v1").to_owned();
+    let props: Value = http()
+        .get(format!("{root}/props"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(props["default_generation_settings"]["n_ctx"], 4096);
+
+    model.set_quirks(Quirks::ollama(Some(8192)));
+    let show: Value = http()
+        .post(format!("{root}/api/show"))
+        .json(&json!({"model": "llama3.2"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(show["parameters"].as_str().unwrap().contains("num_ctx"));
+    assert_eq!(show["model_info"]["llama.context_length"], 131072);
+    model.set_models(vec!["llama3.2:latest".into()]);
+    assert_eq!(
+        post(&model, &hello("hi")).await.status(),
+        404,
+        "Ollama has not pulled gpt-4o-mini"
+    );
+    let mut pulled = hello("hi");
+    pulled["model"] = json!("llama3.2");
+    assert_eq!(
+        post(&model, &pulled).await.status(),
+        200,
+        "`llama3.2` is `llama3.2:latest`"
+    );
+
+    model.set_quirks(Quirks::vllm(12288));
+    let models: Value = http()
+        .get(format!("{}/models", model.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["max_model_len"], 12288);
+    // Without a quirk, neither exists.
+    model.set_quirks(Quirks::default());
+    assert_eq!(http().get(format!("{root}/props")).send().await.unwrap().status(), 404);
+}
+
+#[tokio::test]
+async fn playing_vllm_a_schema_its_grammar_cannot_compile_is_refused() {
+    let model = ScriptedModel::start().await;
+    model.set_quirks(herald_testkit::openai::Quirks::vllm(8192));
+    let mut body = with_tool(100);
+    body["tools"][0]["function"]["parameters"]["properties"]["text"]["pattern"] = json!("^[a-z]+$");
+    let response = post(&model, &body).await;
+    assert_eq!(response.status(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["object"], "error");
+    assert!(error["message"].as_str().unwrap().contains("`pattern`"));
+    assert_eq!(post(&model, &with_tool(100)).await.status(), 200);
+}
+
+#[tokio::test]
+async fn playing_a_server_that_honours_max_tokens_long_answers_are_cut() {
+    let model = ScriptedModel::start().await;
+    model.set_quirks(herald_testkit::openai::Quirks::llama_cpp_python(4096));
+    model.push(Reply::text("word ".repeat(100)));
+    let mut body = hello("talk");
+    body["max_tokens"] = json!(10);
+    let answer: Value = post(&model, &body).await.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["finish_reason"], "length");
+    assert_eq!(
+        answer["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .count(),
+        40
+    );
+    // Without a limit it runs on to the end of its context.
+    let answer: Value = post(&model, &hello("talk")).await.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["finish_reason"], "length");
+    assert!(answer["choices"][0]["message"]["content"].as_str().unwrap().len() > 10_000);
+}

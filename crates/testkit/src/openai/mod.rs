@@ -15,6 +15,7 @@
 //! surprised by OpenAI.
 
 pub mod inspect;
+mod quirks;
 mod render;
 mod validate;
 
@@ -35,6 +36,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 pub use inspect::{content_text, last_user_text, messages, roles, system_prompt, tool_names, tool_results};
+pub use quirks::{OverflowStyle, Quirks};
 
 use render::{Answer, CompletionMeta, WireToolCall};
 
@@ -61,6 +63,9 @@ pub enum Reply {
     Hang,
     /// Any status and body (sent as `application/json`), for fault tests.
     Raw(u16, String),
+    /// This text, generated slowly: streamed one piece per `gap` when the
+    /// request asked for a stream, else all at once after every piece's gap.
+    Slow(Duration, String),
 }
 
 impl Reply {
@@ -114,6 +119,7 @@ struct ScriptState {
     /// Whether request bodies are kept; a benchmark sending thousands of
     /// long prompts records `null` bodies instead.
     keep_bodies: bool,
+    quirks: Quirks,
 }
 
 struct Shared {
@@ -123,6 +129,8 @@ struct Shared {
     /// Incremented by `release`; a held request waits for a value above the
     /// one it saw when it arrived.
     releases: watch::Sender<u64>,
+    /// Set when a quirk crashed the server: it stops listening.
+    crashed: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -171,20 +179,28 @@ impl ScriptedModel {
                 api_key: None,
                 models: vec!["gpt-4o-mini".into(), "herald-scripted".into()],
                 keep_bodies: true,
+                quirks: Quirks::default(),
             }),
             received: watch::Sender::new(0),
             releases: watch::Sender::new(0),
+            crashed: watch::Sender::new(false),
         });
         let router = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route("/v1/models", get(list_models))
+            .route("/props", get(props))
+            .route("/api/show", post(ollama_show))
             .fallback(unknown_route)
             .layer(DefaultBodyLimit::max(32 * 1024 * 1024))
             .with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
+        let mut crashed = shared.crashed.subscribe();
         tokio::spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
+            let shutdown = async move {
+                tokio::select! {
+                    _ = stopped => {}
+                    _ = crashed.wait_for(|crashed| *crashed) => {}
+                }
             };
             let _ = axum::serve(crate::no_delay(listener), router)
                 .with_graceful_shutdown(shutdown)
@@ -232,6 +248,16 @@ impl ScriptedModel {
     /// The model ids `GET /v1/models` lists.
     pub fn set_models(&self, ids: Vec<String>) {
         self.shared.lock().models = ids;
+    }
+
+    /// Behaves like a real server that is not OpenAI (see [`Quirks`]).
+    pub fn set_quirks(&self, quirks: Quirks) {
+        self.shared.lock().quirks = quirks;
+    }
+
+    /// Whether a quirk crashed the server (it no longer listens).
+    pub fn crashed(&self) -> bool {
+        *self.shared.crashed.borrow()
     }
 
     /// Whether request bodies are recorded (the default). Off, every request
@@ -313,12 +339,64 @@ fn check_api_key(expected: Option<&str>, headers: &HeaderMap) -> Option<Response
 /// What the handler decided while holding the lock.
 enum Decision {
     Refuse(Response),
+    /// A quirk says this request kills the server.
+    Crash,
     Answer {
         body: Value,
         reply: Reply,
         serial: usize,
         generation: u64,
+        quirks: Quirks,
     },
+}
+
+/// What a quirky server does to a request before any model sees it.
+fn quirk_refusal(quirks: &Quirks, models: &[String], body: &Value) -> Option<Decision> {
+    if let Some(bound) = quirks.crash_on_schema_bound
+        && quirks::largest_schema_bound(body) >= bound
+    {
+        return Some(Decision::Crash);
+    }
+    if quirks.vllm
+        && let Some(keyword) = quirks::vllm_unsupported_keyword(body)
+    {
+        return Some(Decision::Refuse(json_response(
+            StatusCode::BAD_REQUEST,
+            &quirks::vllm_schema_error(&keyword),
+        )));
+    }
+    if let Some((window, style)) = quirks.context {
+        let prompt = quirks::prompt_tokens(body);
+        let answer = quirks::answer_tokens(body).unwrap_or(0);
+        if prompt + answer > window as usize {
+            if style == OverflowStyle::LlamaCppPython && body["stream"] == Value::Bool(true) {
+                return Some(Decision::Refuse(
+                    Response::builder()
+                        .status(StatusCode::OK)
+                        .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
+                        .body(Body::empty())
+                        .expect("an empty stream is a valid response"),
+                ));
+            }
+            return Some(Decision::Refuse(json_response(
+                StatusCode::BAD_REQUEST,
+                &quirks::overflow_body(style, window, prompt, answer),
+            )));
+        }
+    }
+    // Ollama serves only the models it has pulled, `name` meaning `name:latest`.
+    if quirks.ollama
+        && let Some(model) = body["model"].as_str()
+        && !models
+            .iter()
+            .any(|id| id == model || id.strip_suffix(":latest") == Some(model))
+    {
+        return Some(Decision::Refuse(json_response(
+            StatusCode::NOT_FOUND,
+            &quirks::ollama_model_not_found(model),
+        )));
+    }
+    None
 }
 
 async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap, raw: Bytes) -> Response {
@@ -356,22 +434,32 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap,
                         rejection.param.as_deref(),
                         rejection.code.as_deref(),
                     )),
-                    Ok(()) => {
-                        let reply = match state.script.pop_front() {
-                            Some(reply) => reply,
-                            None => {
-                                let fallback = state.fallback.clone();
-                                drop(state);
-                                fallback(&body)
+                    Ok(()) => match quirk_refusal(&state.quirks, &state.models, &body) {
+                        Some(refusal) => refusal,
+                        None => {
+                            let quirks = state.quirks.clone();
+                            let reply = match state.script.pop_front() {
+                                Some(reply) => reply,
+                                None => {
+                                    let fallback = state.fallback.clone();
+                                    drop(state);
+                                    // The model sees the prompt as the server renders it.
+                                    if quirks.drops_tool_role {
+                                        fallback(&quirks::without_tool_results(&body))
+                                    } else {
+                                        fallback(&body)
+                                    }
+                                }
+                            };
+                            Decision::Answer {
+                                body,
+                                reply,
+                                serial,
+                                generation: *shared.releases.borrow(),
+                                quirks,
                             }
-                        };
-                        Decision::Answer {
-                            body,
-                            reply,
-                            serial,
-                            generation: *shared.releases.borrow(),
                         }
-                    }
+                    },
                 },
             }
         }
@@ -381,14 +469,20 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap,
     shared.received.send_modify(|count| *count += 1);
     match decision {
         Decision::Refuse(response) => response,
+        Decision::Crash => {
+            shared.crashed.send_replace(true);
+            // The connection dies with the server: no answer, a reset.
+            panic!("the scripted model server crashed, as the quirk it plays does");
+        }
         Decision::Answer {
             body,
             reply,
             serial,
             generation,
+            quirks,
         } => {
             let reply = settle(&shared, reply, &body, generation).await;
-            respond(reply, &body, serial)
+            respond(reply, &body, serial, &quirks)
         }
     }
 }
@@ -400,6 +494,11 @@ async fn settle(shared: &Shared, mut reply: Reply, body: &Value, mut generation:
             Reply::Delayed(delay, inner) => {
                 tokio::time::sleep(delay).await;
                 *inner
+            }
+            Reply::Slow(gap, text) if body["stream"] != Value::Bool(true) => {
+                let pieces = text.split_inclusive(' ').count().max(1) as u32;
+                tokio::time::sleep(gap * pieces).await;
+                Reply::Text(text)
             }
             Reply::Hang => {
                 let mut releases = shared.releases.subscribe();
@@ -424,9 +523,43 @@ fn prompt_chars(body: &Value) -> usize {
         .sum()
 }
 
-fn respond(reply: Reply, body: &Value, serial: usize) -> Response {
+/// A text answer as a quirky server gives it: empty when the grammar only
+/// allowed a tool call, cut at `max_tokens`, or run on to the context's end.
+fn shape_text(text: String, body: &Value, quirks: &Quirks) -> Answer {
+    if quirks.empty_text_with_tools && quirks::tools_on_auto(body) {
+        return Answer::Text(String::new());
+    }
+    if !quirks.honours_max_tokens {
+        return Answer::Text(text);
+    }
+    let limit = quirks::answer_tokens(body).or_else(|| {
+        quirks
+            .window()
+            .map(|window| (window as usize).saturating_sub(quirks::prompt_tokens(body)))
+    });
+    match limit {
+        Some(limit) if quirks::answer_tokens(body).is_none() => {
+            // No limit asked: the model rambles on until the context is full.
+            let mut long = text.clone();
+            while quirks::server_tokens(&long) < limit {
+                long.push(' ');
+                long.push_str(if text.is_empty() { "and" } else { &text });
+            }
+            Answer::CutText(long.chars().take(limit * 4).collect())
+        }
+        Some(limit) if quirks::server_tokens(&text) > limit => Answer::CutText(text.chars().take(limit * 4).collect()),
+        _ => Answer::Text(text),
+    }
+}
+
+fn respond(reply: Reply, body: &Value, serial: usize, quirks: &Quirks) -> Response {
+    let mut gap = None;
     let answer = match reply {
-        Reply::Text(text) => Answer::Text(text),
+        Reply::Text(text) => shape_text(text, body, quirks),
+        Reply::Slow(every, text) => {
+            gap = Some(every);
+            shape_text(text, body, quirks)
+        }
         Reply::ToolCalls(calls) => Answer::ToolCalls(
             calls
                 .into_iter()
@@ -469,28 +602,62 @@ fn respond(reply: Reply, body: &Value, serial: usize) -> Response {
     if body["stream"] == Value::Bool(true) {
         let include_usage = body["stream_options"]["include_usage"] == Value::Bool(true);
         let events = render::stream_events(&meta, &answer, usage, include_usage);
-        let frames = events
-            .into_iter()
-            .map(|event| Ok::<_, Infallible>(Bytes::from(format!("data: {event}\n\n"))));
+        let frames = futures::StreamExt::then(futures::stream::iter(events), move |event| async move {
+            if let Some(gap) = gap {
+                tokio::time::sleep(gap).await;
+            }
+            Ok::<_, Infallible>(Bytes::from(format!("data: {event}\n\n")))
+        });
         return Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
             .header(header::CACHE_CONTROL, "no-cache")
-            .body(Body::from_stream(futures::stream::iter(frames)))
+            .body(Body::from_stream(frames))
             .expect("a static streaming response is valid");
     }
     json_response(StatusCode::OK, &render::completion(&meta, &answer, usage))
 }
 
 async fn list_models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let (api_key, models) = {
+    let (api_key, models, quirks) = {
         let state = shared.lock();
-        (state.api_key.clone(), state.models.clone())
+        (state.api_key.clone(), state.models.clone(), state.quirks.clone())
     };
     if let Some(refusal) = check_api_key(api_key.as_deref(), &headers) {
         return refusal;
     }
-    json_response(StatusCode::OK, &render::model_list(&models, unix_now()))
+    let mut list = render::model_list(&models, unix_now());
+    if quirks.vllm
+        && let Some(window) = quirks.window()
+        && let Some(data) = list["data"].as_array_mut()
+    {
+        for model in data {
+            model["max_model_len"] = Value::from(window);
+        }
+    }
+    json_response(StatusCode::OK, &list)
+}
+
+/// llama.cpp's server properties, when it plays llama.cpp.
+async fn props(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+    let (quirks, model) = {
+        let state = shared.lock();
+        (state.quirks.clone(), state.models.first().cloned().unwrap_or_default())
+    };
+    match quirks.window() {
+        Some(n_ctx) if quirks.props => json_response(StatusCode::OK, &quirks::props(n_ctx, &model)),
+        _ => unknown_route(method, uri).await,
+    }
+}
+
+/// Ollama's model details, when it plays Ollama.
+async fn ollama_show(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+    let quirks = shared.lock().quirks.clone();
+    if quirks.ollama {
+        json_response(StatusCode::OK, &quirks::ollama_show(quirks.ollama_num_ctx))
+    } else {
+        unknown_route(method, uri).await
+    }
 }
 
 async fn unknown_route(method: Method, uri: Uri) -> Response {

@@ -29,6 +29,8 @@ pub(crate) struct WireToolCall {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Answer {
     Text(String),
+    /// Text the model stopped at its length limit: `finish_reason: length`.
+    CutText(String),
     ToolCalls(Vec<WireToolCall>),
 }
 
@@ -36,13 +38,14 @@ impl Answer {
     fn finish_reason(&self) -> &'static str {
         match self {
             Answer::Text(_) => "stop",
+            Answer::CutText(_) => "length",
             Answer::ToolCalls(_) => "tool_calls",
         }
     }
 
     fn output_chars(&self) -> usize {
         match self {
-            Answer::Text(text) => text.chars().count(),
+            Answer::Text(text) | Answer::CutText(text) => text.chars().count(),
             Answer::ToolCalls(calls) => calls.iter().map(|c| c.name.len() + c.arguments.chars().count()).sum(),
         }
     }
@@ -76,7 +79,9 @@ fn tool_calls_json(calls: &[WireToolCall]) -> Value {
 /// The body of a non-streamed answer.
 pub(crate) fn completion(meta: &CompletionMeta, answer: &Answer, usage: Value) -> Value {
     let message = match answer {
-        Answer::Text(text) => json!({ "role": "assistant", "content": text, "refusal": null }),
+        Answer::Text(text) | Answer::CutText(text) => {
+            json!({ "role": "assistant", "content": text, "refusal": null })
+        }
         Answer::ToolCalls(calls) => json!({
             "role": "assistant",
             "content": null,
@@ -139,7 +144,7 @@ fn halves(text: &str) -> (&str, &str) {
 pub(crate) fn stream_events(meta: &CompletionMeta, answer: &Answer, usage: Value, include_usage: bool) -> Vec<String> {
     let mut chunks = Vec::new();
     match answer {
-        Answer::Text(text) => {
+        Answer::Text(text) | Answer::CutText(text) => {
             chunks.push(chunk(
                 meta,
                 json!({ "role": "assistant", "content": "", "refusal": null }),
