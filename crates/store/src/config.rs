@@ -7,7 +7,7 @@ use std::time::Duration;
 use herald_core::{Backoff, StoreError};
 use serde::Deserialize;
 
-use crate::url::redact;
+use herald_core::redact;
 
 /// Where Herald keeps its data.
 #[derive(Clone, Deserialize)]
@@ -37,7 +37,7 @@ impl Default for StorageConfig {
 impl fmt::Debug for StorageConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StorageConfig")
-            .field("url", &redact(&self.url))
+            .field("url", &redact::url(&self.url))
             .field("max_connections", &self.max_connections)
             .field("busy_timeout", &self.busy_timeout)
             .finish()

@@ -71,7 +71,7 @@ impl Storage {
             Engine::Sqlite => Backend::Sqlite(Arc::new(SqliteStore::connect(storage, queue, clock).await?)),
             Engine::Postgres => Backend::Postgres(Arc::new(PgStore::connect(storage, queue, clock).await?)),
         };
-        tracing::debug!(url = %url::redact(&storage.url), "storage connected");
+        tracing::debug!(url = %herald_core::redact::url(&storage.url), "storage connected");
         Ok(Self { engine })
     }
 

@@ -17,7 +17,7 @@ use herald_core::{ExclusiveLocks, HeldLock, StoreError};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
-use crate::url::redact;
+use herald_core::redact;
 
 /// How long a liveness query on a lock's connection may take before the
 /// lock counts as lost.
@@ -33,7 +33,7 @@ impl ExclusiveLocks for PgLocks {
     async fn try_acquire(&self, name: &str) -> Result<Option<Box<dyn HeldLock>>, StoreError> {
         let mut connection = PgConnection::connect_with(&self.options)
             .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact(&self.url))))?;
+            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact::url(&self.url))))?;
         let taken: bool = sqlx::query_scalar(
             "SELECT pg_try_advisory_lock(hashtextextended('herald:' || current_schema() || ':' || $1, 0))",
         )

@@ -26,8 +26,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::{QueueConfig, StorageConfig};
 use crate::error;
-use crate::url::redact;
 use crate::wake::Wakeup;
+use herald_core::redact;
 
 /// The NOTIFY channel of the task queue.
 pub(crate) const CHANNEL: &str = "herald_tasks";
@@ -50,13 +50,14 @@ impl PgStore {
         queue: &QueueConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(&storage.url)
-            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact(&storage.url))))?;
+        let options = PgConnectOptions::from_str(&storage.url).map_err(|e| {
+            StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact::url(&storage.url)))
+        })?;
         let pool = PgPoolOptions::new()
             .max_connections(storage.max_connections.max(1))
             .connect_with(options.clone())
             .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact(&storage.url))))?;
+            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact::url(&storage.url))))?;
         let locks = Arc::new(crate::locks::PgLocks {
             options: options.clone(),
             url: storage.url.clone(),
@@ -71,7 +72,7 @@ impl PgStore {
             queue.poll_interval,
         )
         .await
-        .map_err(|e| StoreError::Unavailable(format!("cannot listen on {}: {e}", redact(&storage.url))))?;
+        .map_err(|e| StoreError::Unavailable(format!("cannot listen on {}: {e}", redact::url(&storage.url))))?;
         Ok(Self {
             pool,
             listener_pool,

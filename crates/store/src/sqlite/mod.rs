@@ -32,8 +32,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 
 use crate::config::{QueueConfig, StorageConfig};
 use crate::error;
-use crate::url::redact;
 use crate::wake::Wakeup;
+use herald_core::redact;
 
 pub(crate) struct SqliteStore {
     /// Exactly one connection: every write goes through it.
@@ -53,7 +53,7 @@ impl SqliteStore {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(&storage.url)
-            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact(&storage.url))))?
+            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact::url(&storage.url))))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
@@ -115,5 +115,5 @@ impl SqliteStore {
 }
 
 fn opening(url: &str, err: sqlx::Error) -> StoreError {
-    StoreError::Unavailable(format!("cannot open {}: {err}", redact(url)))
+    StoreError::Unavailable(format!("cannot open {}: {err}", redact::url(url)))
 }
