@@ -16,7 +16,7 @@ use herald_core::{
 use crate::engine::Engine;
 use crate::statement::{Columns, Statement};
 use crate::store::Store;
-use crate::{error, rows, sql};
+use crate::{error, rows, sql, text};
 
 #[async_trait]
 impl<E: Engine> ConversationStore for Store<E> {
@@ -92,7 +92,7 @@ impl<E: Engine> ConversationStore for Store<E> {
     }
 
     async fn record_delivery(&self, receipt: &DeliveryReceipt) -> Result<(), StoreError> {
-        let ids = serde_json::to_string(&receipt.platform_message_ids).map_err(|e| error::json("message ids", e))?;
+        let ids = text::json(&receipt.platform_message_ids, "message ids")?;
         Statement::<E::Db>::new(sql::INSERT_DELIVERY)
             .int(receipt.task.0)
             .text(&receipt.slot)
@@ -117,7 +117,7 @@ impl<E: Engine> ConversationStore for Store<E> {
         Statement::<E::Db>::new(sql::PUT_STATE)
             .text(scope)
             .text(key)
-            .text(&value.to_string())
+            .text(&text::json(value, "state value")?)
             .int(self.now())
             .execute(self.engine.writes())
             .await?;

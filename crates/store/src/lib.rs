@@ -38,6 +38,7 @@ mod sql;
 mod sqlite;
 mod statement;
 mod store;
+mod text;
 mod url;
 mod wake;
 

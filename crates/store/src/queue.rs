@@ -23,7 +23,7 @@ use tracing::debug;
 use crate::engine::Engine;
 use crate::statement::{Columns, Statement};
 use crate::store::Store;
-use crate::{error, rows, sql};
+use crate::{error, rows, sql, text};
 
 impl<E: Engine> Store<E> {
     /// Runs a lease-guarded change, binding the task id and the lease token
@@ -90,8 +90,8 @@ impl<E: Engine> TaskQueue for Store<E> {
     async fn enqueue(&self, task: NewTask) -> Result<Enqueued, StoreError> {
         let now = self.now();
         let conversation = task.payload.conversation();
-        let reference = serde_json::to_string(conversation).map_err(|e| error::json("conversation ref", e))?;
-        let payload = serde_json::to_string(&task.payload).map_err(|e| error::json("task payload", e))?;
+        let reference = text::json(conversation, "conversation ref")?;
+        let payload = text::json(&task.payload, "task payload")?;
         let run_at = task.not_before.map(to_millis).unwrap_or(now);
 
         let mut tx = self.engine.begin_write().await.map_err(error::db)?;

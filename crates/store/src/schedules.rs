@@ -11,7 +11,7 @@ use herald_core::{ActorId, ConversationId, NewSchedule, Schedule, ScheduleId, Sc
 use crate::engine::Engine;
 use crate::statement::{Columns, Statement};
 use crate::store::Store;
-use crate::{error, rows};
+use crate::{rows, text};
 
 macro_rules! schedule_columns {
     () => {
@@ -69,7 +69,7 @@ fn schedule(row: &impl Columns) -> Result<Schedule, StoreError> {
 #[async_trait]
 impl<E: Engine> ScheduleStore for Store<E> {
     async fn create(&self, new: NewSchedule) -> Result<Schedule, StoreError> {
-        let reference = serde_json::to_string(&new.conversation).map_err(|e| error::json("conversation ref", e))?;
+        let reference = text::json(&new.conversation, "conversation ref")?;
         let row = Statement::<E::Db>::new(INSERT)
             .text(new.conversation.id.as_str())
             .text(&reference)

@@ -16,6 +16,7 @@ use herald_core::StoreError;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Transaction, Type};
 
 use crate::error;
+use crate::text::without_nul;
 
 type Query<DB> = sqlx::query::Query<'static, DB, <DB as Database>::Arguments>;
 
@@ -184,9 +185,11 @@ impl<DB: Sql> Statement<DB> {
         self.opt_text(Some(value))
     }
 
+    /// Binds a text without NUL (see `text.rs`).
     pub(crate) fn opt_text(self, value: Option<&str>) -> Self {
+        let value = value.map(without_nul);
         Self {
-            query: DB::bind_text(self.query, value),
+            query: DB::bind_text(self.query, value.as_deref()),
         }
     }
 

@@ -112,6 +112,7 @@ macro_rules! backend_suite {
             conversations::state_is_kept_by_scope_and_key,
             conversations::the_conversation_ref_is_the_latest_enqueued,
             conversations::a_restart_keeps_history_and_queued_tasks,
+            conversations::text_with_nul_is_stored_without_it,
             schedules::schedules_are_kept_across_a_restart_and_listed_by_conversation,
             schedules::due_schedules_are_those_whose_run_has_come_earliest_first,
             schedules::a_fired_run_moves_the_schedule_once_and_a_finished_schedule_is_gone_from_lists,
