@@ -6,9 +6,11 @@
 //!   lock name and the connection's schema, so Herald installs that share a
 //!   database in separate schemas do not exclude each other.
 //! - SQLite: an exclusive `flock` on a file beside the database
-//!   (`herald.db.<name>.lock`); the kernel frees it when the process dies.
+//!   (`herald.db.<name>.lock`, created private like the database); the
+//!   kernel frees it when the process dies.
 //!   An in-memory database belongs to one process: every lock is granted.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -90,6 +92,7 @@ impl ExclusiveLocks for SqliteLocks {
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
             .open(&path)
             .map_err(|e| StoreError::Unavailable(format!("cannot open the lock file {}: {e}", path.display())))?;
         match file.try_lock() {

@@ -16,11 +16,15 @@
 //! `busy_timeout` covers their writes, and idle workers look for their tasks
 //! every `queue.poll_interval` since SQLite cannot notify across processes.
 //!
+//! The database file and its `-wal` and `-shm` files are private to the
+//! user Herald runs as (`files.rs`).
+//!
 //! `sqlite::memory:` keeps one connection for reads and writes: each
 //! connection would otherwise see its own empty database once the last
 //! connection to it closed.
 
 mod claim;
+mod files;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -53,9 +57,10 @@ impl SqliteEngine {
             .foreign_keys(true)
             .busy_timeout(storage.busy_timeout);
         let in_memory = storage.url.contains(":memory:") || storage.url.contains("mode=memory");
-        let locks = Arc::new(SqliteLocks {
-            database: (!in_memory).then(|| options.get_filename().to_path_buf()),
-        });
+        let database = (!in_memory).then(|| options.get_filename().to_path_buf());
+        if let Some(database) = &database {
+            files::prepare(database)?;
+        }
         let write = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(if in_memory { 1 } else { 0 })
@@ -73,6 +78,10 @@ impl SqliteEngine {
                 .await
                 .map_err(|e| opening(&storage.url, e))?
         };
+        if let Some(database) = &database {
+            files::make_companions_private(database);
+        }
+        let locks = Arc::new(SqliteLocks { database });
         Ok(Self { write, read, locks })
     }
 }
