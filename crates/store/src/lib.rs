@@ -31,6 +31,7 @@ mod error;
 mod locks;
 mod migrations;
 mod postgres;
+mod prune;
 mod queue;
 mod rows;
 mod schedules;
@@ -48,6 +49,7 @@ use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, Store
 
 pub use crate::config::{QueueConfig, StorageConfig};
 use crate::postgres::PgEngine;
+pub use crate::prune::Pruned;
 use crate::sqlite::SqliteEngine;
 use crate::store::{Backend, Store};
 use crate::url::Engine;
@@ -81,11 +83,11 @@ impl Storage {
         let store: Arc<dyn Backend> = match url::engine(&storage.url)? {
             Engine::Sqlite => {
                 let engine = SqliteEngine::connect(storage).await?;
-                Arc::new(Store::new(engine, clock, queue, wakeup))
+                Store::open(engine, clock, queue, wakeup)
             }
             Engine::Postgres => {
                 let engine = PgEngine::connect(storage, wakeup.clone(), queue.poll_interval).await?;
-                Arc::new(Store::new(engine, clock, queue, wakeup))
+                Store::open(engine, clock, queue, wakeup)
             }
         };
         tracing::debug!(url = %herald_core::redact::url(&storage.url), "storage connected");
@@ -117,6 +119,13 @@ impl Storage {
     /// Whether the database answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.store.ping().await
+    }
+
+    /// Deletes finished tasks older than `queue.retention` and dedup keys
+    /// past their window, now. The store does this by itself every few
+    /// minutes; history is never deleted.
+    pub async fn prune(&self) -> Result<Pruned, StoreError> {
+        self.store.prune().await
     }
 
     /// `"sqlite"` or `"postgres"`.

@@ -68,12 +68,17 @@ WHERE t.state IN ('queued', 'leased')
       SELECT 1 FROM tasks e
       WHERE e.conversation_id = t.conversation_id AND e.state IN ('queued', 'leased') AND e.id < t.id)";
 
+/// Reads only unfinished tasks (through their partial indexes) and the dead
+/// ones (through `tasks_finished`), never the done ones, however many the
+/// retention keeps. The dead count repeats the index's own condition because
+/// SQLite uses a partial index only for a query that states it.
 pub(crate) const STATS: &str = "\
 SELECT COUNT(*) FILTER (WHERE state = 'queued') AS queued,
        COUNT(*) FILTER (WHERE state = 'leased') AS leased,
-       COUNT(*) FILTER (WHERE state = 'dead') AS dead,
-       MIN(created_at) FILTER (WHERE state = 'queued') AS oldest_queued_at
-FROM tasks";
+       MIN(created_at) FILTER (WHERE state = 'queued') AS oldest_queued_at,
+       (SELECT COUNT(*) FROM tasks WHERE state IN ('done', 'dead') AND state = 'dead') AS dead
+FROM tasks
+WHERE state IN ('queued', 'leased')";
 
 pub(crate) const HISTORY: &str = "\
 SELECT id, task_id, role, actor, text, at FROM (

@@ -3,13 +3,15 @@
 //! `schedules.rs` implement core's traits on it; [`Backend`] is what
 //! `Storage` holds, whichever the engine.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, StoreError, TaskQueue};
+use tokio::task::JoinHandle;
 
 use crate::config::QueueConfig;
 use crate::engine::Engine;
+use crate::prune::{self, Pruned};
 use crate::wake::Wakeup;
 
 pub(crate) struct Store<E> {
@@ -19,15 +21,30 @@ pub(crate) struct Store<E> {
     /// Wakes this process's idle workers; the engine may wake it too (for
     /// PostgreSQL, on a notification from another process).
     pub(crate) wakeup: Arc<Wakeup>,
+    /// The background prune (`prune.rs`), stopped by `close` or drop.
+    pruner: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl<E: Engine> Store<E> {
-    pub(crate) fn new(engine: E, clock: Arc<dyn Clock>, queue: &QueueConfig, wakeup: Arc<Wakeup>) -> Self {
-        Self {
+    /// The store over `engine`, pruning in the background unless
+    /// `queue.retention` keeps everything.
+    pub(crate) fn open(engine: E, clock: Arc<dyn Clock>, queue: &QueueConfig, wakeup: Arc<Wakeup>) -> Arc<Self> {
+        let store = Arc::new(Self {
             engine,
             clock,
             queue: queue.clone(),
             wakeup,
+            pruner: Mutex::new(None),
+        });
+        if !queue.retention.is_zero() {
+            *store.pruner.lock().unwrap_or_else(PoisonError::into_inner) = Some(prune::start(&store));
+        }
+        store
+    }
+
+    fn stop_pruning(&self) {
+        if let Some(pruner) = self.pruner.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            pruner.abort();
         }
     }
 
@@ -45,6 +62,7 @@ pub(crate) trait Backend: TaskQueue + ConversationStore + ScheduleStore {
     fn locks(&self) -> Arc<dyn ExclusiveLocks>;
     async fn migrate(&self) -> Result<(), StoreError>;
     async fn ping(&self) -> Result<(), StoreError>;
+    async fn prune(&self) -> Result<Pruned, StoreError>;
     async fn close(&self);
 }
 
@@ -66,7 +84,20 @@ impl<E: Engine> Backend for Store<E> {
         self.engine.ping().await
     }
 
+    async fn prune(&self) -> Result<Pruned, StoreError> {
+        Store::prune(self).await
+    }
+
     async fn close(&self) {
+        self.stop_pruning();
         self.engine.close().await;
+    }
+}
+
+impl<E> Drop for Store<E> {
+    fn drop(&mut self) {
+        if let Some(pruner) = self.pruner.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+            pruner.abort();
+        }
     }
 }

@@ -25,6 +25,8 @@
 
 mod claim;
 mod files;
+#[cfg(test)]
+mod plans;
 
 use std::str::FromStr;
 use std::sync::Arc;

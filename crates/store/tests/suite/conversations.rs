@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{Harness, conversation, message, message_in, text};
 
-fn user(text: &str) -> NewHistoryEntry {
+pub fn user(text: &str) -> NewHistoryEntry {
     NewHistoryEntry {
         role: Role::User,
         actor: Some(ActorId::new("test:ann")),
@@ -16,7 +16,7 @@ fn user(text: &str) -> NewHistoryEntry {
     }
 }
 
-fn assistant(text: &str) -> NewHistoryEntry {
+pub fn assistant(text: &str) -> NewHistoryEntry {
     NewHistoryEntry {
         role: Role::Assistant,
         actor: None,
@@ -24,7 +24,7 @@ fn assistant(text: &str) -> NewHistoryEntry {
     }
 }
 
-fn texts(entries: &[HistoryEntry]) -> Vec<&str> {
+pub fn texts(entries: &[HistoryEntry]) -> Vec<&str> {
     entries.iter().map(|e| e.text.as_str()).collect()
 }
 
