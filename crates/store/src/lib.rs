@@ -22,6 +22,12 @@
 //!   database.
 //! - Each conversation has at most one task leased at a time, its lowest-id
 //!   unfinished one: see the claim in `sqlite/claim.rs` and `postgres/claim.rs`.
+//! - Text is written without U+0000 on both engines (`text.rs`): PostgreSQL
+//!   cannot hold it, and a message must never fail to be stored for it.
+//! - Finished tasks are pruned after `queue.retention` (`prune.rs`); history
+//!   never is, and a dedup key outlives the platforms' redelivery window.
+//! - A SQLite database and its `-wal` and `-shm` files are private to their
+//!   owner (`sqlite/files.rs`).
 //! - No store decides policy (who may do what): it keeps what it is given.
 
 mod config;
