@@ -1,7 +1,7 @@
 //! The task queue, on either engine.
 //!
 //! Only the claim (and the count of pending tasks) is the engine's own: see
-//! `sqlite/queue.rs` and `postgres/queue.rs` for why each keeps a
+//! `sqlite/claim.rs` and `postgres/claim.rs` for why each keeps a
 //! conversation's tasks in order. Everything else is one statement or one
 //! short transaction that both engines run alike:
 //! - enqueue stores the conversation, the task and its dedup key together;
@@ -21,7 +21,7 @@ use herald_core::{ClaimFilter, Enqueued, FailOutcome, Lease, NewTask, QueueStats
 use tracing::debug;
 
 use crate::engine::Engine;
-use crate::statement::{Columns, Statement};
+use crate::statement::{Columns, On, Statement};
 use crate::store::Store;
 use crate::{error, rows, sql, text};
 
@@ -72,11 +72,7 @@ impl<E: Engine> Store<E> {
         }
     }
 
-    async fn find_dedup<'e>(
-        &self,
-        key: &str,
-        on: impl Into<crate::statement::On<'e, E::Db>>,
-    ) -> Result<Option<TaskId>, StoreError> {
+    async fn find_dedup<'e>(&self, key: &str, on: impl Into<On<'e, E::Db>>) -> Result<Option<TaskId>, StoreError> {
         let row = Statement::<E::Db>::new(sql::FIND_DEDUP)
             .text(key)
             .fetch_optional(on)
