@@ -16,6 +16,7 @@ pub mod json;
 pub mod llm;
 pub mod lock;
 pub mod message;
+pub mod redact;
 pub mod retry;
 pub mod schedule;
 pub mod store;

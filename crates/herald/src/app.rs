@@ -28,23 +28,10 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// A database URL with any password replaced, fit for messages and logs.
+/// A URL with its password and secret-looking parameters hidden, fit for
+/// messages and logs (`herald_core::redact::url`).
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
-    let authority = match authority.rsplit_once('@') {
-        Some((user_info, host)) => match user_info.split_once(':') {
-            Some((user, _)) => format!("{user}:***@{host}"),
-            None => format!("{user_info}@{host}"),
-        },
-        None => authority.to_owned(),
-    };
-    match path {
-        Some(path) => format!("{scheme}://{authority}/{path}"),
-        None => format!("{scheme}://{authority}"),
-    }
+    herald_core::redact::url(url)
 }
 
 impl App {
@@ -196,6 +183,10 @@ mod tests {
             ),
             ("postgres://herald@db/herald", "postgres://herald@db/herald"),
             ("postgres://u:p@h", "postgres://u:***@h"),
+            (
+                "postgres://db/herald?user=herald&password=s3cret",
+                "postgres://db/herald?user=herald&password=***",
+            ),
             ("sqlite://herald.db", "sqlite://herald.db"),
             ("sqlite::memory:", "sqlite::memory:"),
         ] {

@@ -39,7 +39,7 @@ pub struct OpenAiModel {
 impl std::fmt::Debug for OpenAiModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiModel")
-            .field("base_url", &self.endpoint.base_url)
+            .field("base_url", &herald_core::redact::url(&self.endpoint.base_url))
             .field("model", &self.sampling.model)
             .finish_non_exhaustive()
     }
@@ -49,7 +49,7 @@ impl std::fmt::Debug for OpenAiModel {
 /// `/chat/completions` as it is), checked to be an http(s) URL.
 pub(crate) fn base_url(config: &LlmConfig) -> Result<String, LlmError> {
     let trimmed = config.base_url.trim().trim_end_matches('/').to_owned();
-    let shown = &trimmed;
+    let shown = herald_core::redact::url(&trimmed);
     match reqwest::Url::parse(&trimmed) {
         Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(trimmed),
         Ok(url) => Err(LlmError::Connect(format!(

@@ -177,7 +177,11 @@ pub(crate) fn from_reqwest(error: &reqwest::Error, endpoint: &Endpoint) -> LlmEr
     } else if error.is_decode() {
         LlmError::BadResponse(root_cause(error))
     } else {
-        LlmError::Connect(format!("llm.base_url {}: {}", endpoint.base_url, root_cause(error)))
+        LlmError::Connect(format!(
+            "llm.base_url {}: {}",
+            herald_core::redact::url(&endpoint.base_url),
+            root_cause(error)
+        ))
     }
 }
 

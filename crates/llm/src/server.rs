@@ -139,6 +139,7 @@ fn window(tokens: u64, source: &str) -> Option<ContextWindow> {
 /// The models `GET {base_url}/models` lists.
 pub async fn list_models(config: &LlmConfig) -> Result<Vec<String>, LlmError> {
     let base_url = base_url(config)?;
+    let shown = herald_core::redact::url(&base_url);
     check_api_key(config)?;
     let endpoint = Endpoint {
         base_url: base_url.clone(),
@@ -162,7 +163,7 @@ pub async fn list_models(config: &LlmConfig) -> Result<Vec<String>, LlmError> {
     if !status.is_success() {
         return Err(name_the_setting(
             errors::from_status(status.as_u16(), retry_after, &body),
-            &base_url,
+            &shown,
             key.is_empty(),
         ));
     }
@@ -171,7 +172,7 @@ pub async fn list_models(config: &LlmConfig) -> Result<Vec<String>, LlmError> {
         .and_then(|value| value["data"].as_array().cloned())
         .ok_or_else(|| {
             LlmError::BadResponse(format!(
-                "llm.base_url {base_url}: GET /models did not answer an OpenAI model list"
+                "llm.base_url {shown}: GET /models did not answer an OpenAI model list"
             ))
         })?
         .iter()
@@ -191,7 +192,7 @@ pub fn serves(listed: &[String], model: &str) -> bool {
 /// it lists any), and answers one tiny completion offered `tools`. `Ok`
 /// says what was found, the context window included.
 pub async fn check(config: &LlmConfig, tools: Vec<ToolSpec>) -> Result<String, LlmError> {
-    let base = base_url(config)?;
+    let base = herald_core::redact::url(&base_url(config)?);
     let listed = list_models(config).await?;
     if !listed.is_empty() && !serves(&listed, &config.model) {
         let mut shown: Vec<&str> = listed.iter().map(String::as_str).take(8).collect();

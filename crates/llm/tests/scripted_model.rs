@@ -365,3 +365,25 @@ async fn the_check_hints_at_a_missing_v1() {
 
     assert!(error.contains("404") && error.contains("/v1"), "{error}");
 }
+
+#[tokio::test]
+async fn a_password_in_the_base_url_never_reaches_a_message() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    drop(listener);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = LlmConfig {
+        base_url: format!("http://herald:hunter2-secret@{address}/v1?api_key=also-secret"),
+        ..LlmConfig::default()
+    };
+    let model = OpenAiModel::new(&config).unwrap();
+    let errors = [
+        model.complete(ask("hi")).await.unwrap_err().to_string(),
+        check(&config, vec![]).await.unwrap_err().to_string(),
+        format!("{model:?}"),
+    ];
+    for text in errors {
+        assert!(!text.contains("hunter2") && !text.contains("also-secret"), "{text}");
+        assert!(text.contains(&address.port().to_string()), "{text}");
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use herald_core::{Backoff, StoreError};
 use serde::Deserialize;
 
-use crate::url::redact;
+use herald_core::redact;
 
 /// Where Herald keeps its data.
 #[derive(Clone, Deserialize)]
@@ -37,7 +37,7 @@ impl Default for StorageConfig {
 impl fmt::Debug for StorageConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StorageConfig")
-            .field("url", &redact(&self.url))
+            .field("url", &redact::url(&self.url))
             .field("max_connections", &self.max_connections)
             .field("busy_timeout", &self.busy_timeout)
             .finish()
@@ -63,6 +63,12 @@ pub struct QueueConfig {
     /// process put into the same file (PostgreSQL is told by LISTEN/NOTIFY).
     #[serde(with = "herald_core::duration::serde")]
     pub poll_interval: Duration,
+    /// How long finished (done or dead) tasks are kept before they are
+    /// pruned, with their delivery receipts; their history stays. `0` keeps
+    /// them forever. A platform message's dedup key is kept at least this
+    /// long and never less than the platforms' redelivery window.
+    #[serde(with = "herald_core::duration::serde")]
+    pub retention: Duration,
 }
 
 impl Default for QueueConfig {
@@ -73,6 +79,7 @@ impl Default for QueueConfig {
             retry_max: Duration::from_secs(300),
             max_attempts: 5,
             poll_interval: Duration::from_secs(2),
+            retention: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -110,6 +117,9 @@ mod tests {
         assert_eq!(queue.lease, Duration::from_secs(90));
         assert_eq!(queue.max_attempts, 3);
         assert_eq!(queue.retry_max, Duration::from_secs(300));
+        assert_eq!(queue.retention, Duration::from_secs(7 * 86_400));
+        let forever: QueueConfig = serde_json::from_str(r#"{"retention": "0"}"#).unwrap();
+        assert_eq!(forever.retention, Duration::ZERO);
         let storage: StorageConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(storage.url, "sqlite://herald.db");
         assert_eq!(storage.busy_timeout, Duration::from_secs(5));

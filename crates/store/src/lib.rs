@@ -7,6 +7,13 @@
 //! `migrations/postgres`, embedded in the binary) and pass the same test suite
 //! (`tests/suite`).
 //!
+//! The stores are written once (`queue.rs`, `conversations.rs`,
+//! `schedules.rs`, over the shared statements in `sql.rs`) for a generic
+//! `Engine` (`engine.rs`); `sqlite/` and `postgres/` hold only what truly differs:
+//! connections, the claim, how other processes hear of new work, migrations
+//! and locks. `statement.rs` lets the shared code bind and read values on
+//! either sqlx driver.
+//!
 //! Architecture invariants:
 //! - Time comes from the injected [`Clock`], stored as unix milliseconds,
 //!   never from the database's `now()`: tests move time by hand and both
@@ -14,17 +21,31 @@
 //! - Queries are built at run time (no `query!` macros), so a build needs no
 //!   database.
 //! - Each conversation has at most one task leased at a time, its lowest-id
-//!   unfinished one: see the claim in `sqlite/queue.rs` and `postgres/queue.rs`.
+//!   unfinished one: see the claim in `sqlite/claim.rs` and `postgres/claim.rs`.
+//! - Text is written without U+0000 on both engines (`text.rs`): PostgreSQL
+//!   cannot hold it, and a message must never fail to be stored for it.
+//! - Finished tasks are pruned after `queue.retention` (`prune.rs`); history
+//!   never is, and a dedup key outlives the platforms' redelivery window.
+//! - A SQLite database and its `-wal` and `-shm` files are private to their
+//!   owner (`sqlite/files.rs`).
+//! - No store decides policy (who may do what): it keeps what it is given.
 
 mod config;
+mod conversations;
+mod engine;
 mod error;
 mod locks;
 mod migrations;
 mod postgres;
+mod prune;
+mod queue;
 mod rows;
 mod schedules;
 mod sql;
 mod sqlite;
+mod statement;
+mod store;
+mod text;
 mod url;
 mod wake;
 
@@ -33,21 +54,18 @@ use std::sync::Arc;
 use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, StoreError, TaskQueue};
 
 pub use crate::config::{QueueConfig, StorageConfig};
-use crate::postgres::PgStore;
-use crate::sqlite::SqliteStore;
+use crate::postgres::PgEngine;
+pub use crate::prune::Pruned;
+use crate::sqlite::SqliteEngine;
+use crate::store::{Backend, Store};
 use crate::url::Engine;
+use crate::wake::Wakeup;
 
-/// An open database: the task queue and the conversation store over one set
-/// of connections. Clones share them.
+/// An open database: the task queue, the conversation store and the schedule
+/// store over one set of connections. Clones share them.
 #[derive(Clone)]
 pub struct Storage {
-    engine: Backend,
-}
-
-#[derive(Clone)]
-enum Backend {
-    Sqlite(Arc<SqliteStore>),
-    Postgres(Arc<PgStore>),
+    store: Arc<dyn Backend>,
 }
 
 impl std::fmt::Debug for Storage {
@@ -67,73 +85,63 @@ impl Storage {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         queue.validate()?;
-        let engine = match url::engine(&storage.url)? {
-            Engine::Sqlite => Backend::Sqlite(Arc::new(SqliteStore::connect(storage, queue, clock).await?)),
-            Engine::Postgres => Backend::Postgres(Arc::new(PgStore::connect(storage, queue, clock).await?)),
+        let wakeup = Arc::new(Wakeup::default());
+        let store: Arc<dyn Backend> = match url::engine(&storage.url)? {
+            Engine::Sqlite => {
+                let engine = SqliteEngine::connect(storage).await?;
+                Store::open(engine, clock, queue, wakeup)
+            }
+            Engine::Postgres => {
+                let engine = PgEngine::connect(storage, wakeup.clone(), queue.poll_interval).await?;
+                Store::open(engine, clock, queue, wakeup)
+            }
         };
-        tracing::debug!(url = %url::redact(&storage.url), "storage connected");
-        Ok(Self { engine })
+        tracing::debug!(url = %herald_core::redact::url(&storage.url), "storage connected");
+        Ok(Self { store })
     }
 
     /// Applies the embedded migrations that the database has not seen yet.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        match &self.engine {
-            Backend::Sqlite(store) => store.migrate().await,
-            Backend::Postgres(store) => store.migrate().await,
-        }
+        self.store.migrate().await
     }
 
     pub fn queue(&self) -> Arc<dyn TaskQueue> {
-        match &self.engine {
-            Backend::Sqlite(store) => store.clone(),
-            Backend::Postgres(store) => store.clone(),
-        }
+        self.store.clone()
     }
 
     pub fn conversations(&self) -> Arc<dyn ConversationStore> {
-        match &self.engine {
-            Backend::Sqlite(store) => store.clone(),
-            Backend::Postgres(store) => store.clone(),
-        }
+        self.store.clone()
     }
 
     pub fn schedules(&self) -> Arc<dyn ScheduleStore> {
-        match &self.engine {
-            Backend::Sqlite(store) => store.clone(),
-            Backend::Postgres(store) => store.clone(),
-        }
+        self.store.clone()
     }
 
     /// Locks that one process at a time holds, for single-consumer ingress.
     pub fn locks(&self) -> Arc<dyn ExclusiveLocks> {
-        match &self.engine {
-            Backend::Sqlite(store) => store.locks.clone(),
-            Backend::Postgres(store) => store.locks.clone(),
-        }
+        self.store.locks()
     }
 
     /// Whether the database answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        match &self.engine {
-            Backend::Sqlite(store) => store.ping().await,
-            Backend::Postgres(store) => store.ping().await,
-        }
+        self.store.ping().await
+    }
+
+    /// Deletes finished tasks older than `queue.retention` and dedup keys
+    /// past their window, now. The store does this by itself every few
+    /// minutes; history is never deleted.
+    pub async fn prune(&self) -> Result<Pruned, StoreError> {
+        self.store.prune().await
     }
 
     /// `"sqlite"` or `"postgres"`.
     pub fn backend(&self) -> &'static str {
-        match &self.engine {
-            Backend::Sqlite(_) => "sqlite",
-            Backend::Postgres(_) => "postgres",
-        }
+        self.store.name()
     }
 
     /// Closes every connection, waiting for queries in flight; later calls
     /// through any clone fail as unavailable.
     pub async fn close(&self) {
-        match &self.engine {
-            Backend::Sqlite(store) => store.close().await,
-            Backend::Postgres(store) => store.close().await,
-        }
+        self.store.close().await;
     }
 }

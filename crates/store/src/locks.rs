@@ -6,9 +6,11 @@
 //!   lock name and the connection's schema, so Herald installs that share a
 //!   database in separate schemas do not exclude each other.
 //! - SQLite: an exclusive `flock` on a file beside the database
-//!   (`herald.db.<name>.lock`); the kernel frees it when the process dies.
+//!   (`herald.db.<name>.lock`, created private like the database); the
+//!   kernel frees it when the process dies.
 //!   An in-memory database belongs to one process: every lock is granted.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,7 +19,7 @@ use herald_core::{ExclusiveLocks, HeldLock, StoreError};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
-use crate::url::redact;
+use herald_core::redact;
 
 /// How long a liveness query on a lock's connection may take before the
 /// lock counts as lost.
@@ -33,7 +35,7 @@ impl ExclusiveLocks for PgLocks {
     async fn try_acquire(&self, name: &str) -> Result<Option<Box<dyn HeldLock>>, StoreError> {
         let mut connection = PgConnection::connect_with(&self.options)
             .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact(&self.url))))?;
+            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact::url(&self.url))))?;
         let taken: bool = sqlx::query_scalar(
             "SELECT pg_try_advisory_lock(hashtextextended('herald:' || current_schema() || ':' || $1, 0))",
         )
@@ -90,6 +92,7 @@ impl ExclusiveLocks for SqliteLocks {
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
             .open(&path)
             .map_err(|e| StoreError::Unavailable(format!("cannot open the lock file {}: {e}", path.display())))?;
         match file.try_lock() {

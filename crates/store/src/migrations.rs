@@ -27,6 +27,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "claim plan",
         include_str!("../../../migrations/sqlite/0003_claim_plan.sql"),
     ),
+    (
+        4,
+        "retention",
+        include_str!("../../../migrations/sqlite/0004_retention.sql"),
+    ),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -44,6 +49,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         3,
         "claim plan",
         include_str!("../../../migrations/postgres/0003_claim_plan.sql"),
+    ),
+    (
+        4,
+        "retention",
+        include_str!("../../../migrations/postgres/0004_retention.sql"),
     ),
 ];
 
@@ -99,6 +109,105 @@ mod tests {
                 .map(|(version, description, _)| format!("{version:04}_{}.sql", description.replace(' ', "_")))
                 .collect();
             assert_eq!(on_disk, embedded, "migrations/{engine}");
+        }
+    }
+
+    /// 0004 rebuilds SQLite's `messages` and `deliveries` (and changes
+    /// PostgreSQL's foreign keys): a database in use keeps every row, and ids
+    /// carry on above the highest one.
+    mod retention_keeps_existing_rows {
+        use sqlx::Pool;
+
+        use super::*;
+        use crate::statement::{Columns, Sql, Statement};
+
+        const BEFORE_RETENTION: usize = 3;
+
+        async fn seed<DB: Sql>(pool: &Pool<DB>) {
+            for statement in [
+                "INSERT INTO conversations (id, channel, ref, created_at, updated_at) VALUES ('test:ann', 'test', '{}', 1, 1)",
+                "INSERT INTO tasks (conversation_id, channel, payload, state, max_attempts, run_at, created_at, updated_at)
+                 VALUES ('test:ann', 'test', '{}', 'done', 5, 1, 1, 1)",
+                "INSERT INTO messages (conversation_id, task_id, seq, role, text, at) VALUES ('test:ann', 1, 0, 'user', 'hi', 1)",
+                "INSERT INTO messages (conversation_id, task_id, seq, role, text, at) VALUES ('test:ann', 1, 1, 'assistant', 'hello', 1)",
+                "INSERT INTO deliveries (task_id, slot, conversation_id, platform_message_ids, delivered_at)
+                 VALUES (1, 'reply', 'test:ann', '[]', 1)",
+            ] {
+                Statement::<DB>::new(statement).execute(pool).await.unwrap();
+            }
+        }
+
+        async fn check<DB: Sql>(pool: &Pool<DB>) {
+            let texts = |rows: Vec<DB::Row>| {
+                rows.iter()
+                    .map(|row| {
+                        (
+                            row.int("id").unwrap(),
+                            row.opt_int("task_id").unwrap(),
+                            row.text("text").unwrap(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let messages = "SELECT id, task_id, text FROM messages ORDER BY id";
+            let deliveries = "SELECT task_id FROM deliveries";
+            let rows = Statement::<DB>::new(messages).fetch_all(pool).await.unwrap();
+            assert_eq!(texts(rows), [(1, Some(1), "hi".into()), (2, Some(1), "hello".into())]);
+            assert_eq!(Statement::<DB>::new(deliveries).fetch_all(pool).await.unwrap().len(), 1);
+
+            Statement::<DB>::new("DELETE FROM tasks WHERE id = 1")
+                .execute(pool)
+                .await
+                .unwrap();
+            Statement::<DB>::new(
+                "INSERT INTO messages (conversation_id, seq, role, text, at) VALUES ('test:ann', 0, 'user', 'again', 2)",
+            )
+            .execute(pool)
+            .await
+            .unwrap();
+            let rows = Statement::<DB>::new(messages).fetch_all(pool).await.unwrap();
+            assert_eq!(
+                texts(rows),
+                [
+                    (1, None, "hi".into()),
+                    (2, None, "hello".into()),
+                    (3, None, "again".into())
+                ]
+            );
+            assert!(
+                Statement::<DB>::new(deliveries)
+                    .fetch_all(pool)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+
+        #[tokio::test]
+        async fn on_sqlite() {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+            let options: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
+            let pool = sqlx::SqlitePool::connect_with(options.foreign_keys(true))
+                .await
+                .unwrap();
+            migrator(&SQLITE[..BEFORE_RETENTION]).run(&pool).await.unwrap();
+            seed(&pool).await;
+            sqlite().run(&pool).await.unwrap();
+            check(&pool).await;
+        }
+
+        #[tokio::test]
+        async fn on_postgres() {
+            let Some(database) = herald_testkit::postgres::TestDatabase::from_env("herald_m").await else {
+                return;
+            };
+            let pool = sqlx::PgPool::connect(&database.url).await.unwrap();
+            migrator(&POSTGRES[..BEFORE_RETENTION]).run(&pool).await.unwrap();
+            seed(&pool).await;
+            postgres().run(&pool).await.unwrap();
+            check(&pool).await;
+            pool.close().await;
         }
     }
 }

@@ -3,85 +3,56 @@
 
 use std::time::Duration;
 
+use crate::error;
+use crate::statement::Columns;
 use herald_core::time::from_millis;
 use herald_core::{
     ActorId, ChannelName, ConversationId, ConversationRef, DeliveryReceipt, HistoryEntry, Role, StoreError, Task,
     TaskId, TaskPayload,
 };
-use sqlx::{ColumnIndex, Decode, Row, Type};
-
-use crate::error;
-
-fn get<'r, R, T>(row: &'r R, column: &str) -> Result<T, StoreError>
-where
-    R: Row,
-    T: Decode<'r, R::Database> + Type<R::Database>,
-    for<'a> &'a str: ColumnIndex<R>,
-{
-    row.try_get(column).map_err(error::db)
-}
 
 fn count(value: i64, column: &str) -> Result<u32, StoreError> {
     u32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{column} out of range: {value}")))
 }
 
-/// A task from the columns of `sql::TASK_COLUMNS`.
-pub(crate) fn task<'r, R>(row: &'r R) -> Result<Task, StoreError>
-where
-    R: Row,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    for<'a> &'a str: ColumnIndex<R>,
-{
-    let id: i64 = get(row, "id")?;
-    let payload: String = get(row, "payload")?;
+/// A task from the columns of `sql::task_columns!`.
+pub(crate) fn task(row: &impl Columns) -> Result<Task, StoreError> {
+    let id = row.int("id")?;
     let payload: TaskPayload =
-        serde_json::from_str(&payload).map_err(|e| error::json(&format!("payload of task {id}"), e))?;
+        serde_json::from_str(&row.text("payload")?).map_err(|e| error::json(&format!("payload of task {id}"), e))?;
     Ok(Task {
         id: TaskId(id),
-        conversation: ConversationId::new(get::<_, String>(row, "conversation_id")?),
-        channel: ChannelName::new(get::<_, String>(row, "channel")?),
+        conversation: ConversationId::new(row.text("conversation_id")?),
+        channel: ChannelName::new(row.text("channel")?),
         payload,
-        attempt: count(get(row, "attempts")?, "attempts")?,
-        max_attempts: count(get(row, "max_attempts")?, "max_attempts")?,
-        enqueued_at: from_millis(get(row, "created_at")?),
-        last_error: get(row, "last_error")?,
+        attempt: count(row.int("attempts")?, "attempts")?,
+        max_attempts: count(row.int("max_attempts")?, "max_attempts")?,
+        enqueued_at: from_millis(row.int("created_at")?),
+        last_error: row.opt_text("last_error")?,
     })
 }
 
-/// A history entry from the columns of `sql::HISTORY_COLUMNS`.
-pub(crate) fn history_entry<'r, R>(row: &'r R) -> Result<HistoryEntry, StoreError>
-where
-    R: Row,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    for<'a> &'a str: ColumnIndex<R>,
-{
-    let role: String = get(row, "role")?;
+/// A history entry from the columns `sql::HISTORY` and `sql::TASK_ENTRIES` read.
+pub(crate) fn history_entry(row: &impl Columns) -> Result<HistoryEntry, StoreError> {
+    let role = row.text("role")?;
     Ok(HistoryEntry {
-        id: get(row, "id")?,
-        task: get::<_, Option<i64>>(row, "task_id")?.map(TaskId),
+        id: row.int("id")?,
+        task: row.opt_int("task_id")?.map(TaskId),
         role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("unknown history role `{role}`")))?,
-        actor: get::<_, Option<String>>(row, "actor")?.map(ActorId::new),
-        text: get(row, "text")?,
-        at: from_millis(get(row, "at")?),
+        actor: row.opt_text("actor")?.map(ActorId::new),
+        text: row.text("text")?,
+        at: from_millis(row.int("at")?),
     })
 }
 
-pub(crate) fn delivery<'r, R>(row: &'r R) -> Result<DeliveryReceipt, StoreError>
-where
-    R: Row,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    for<'a> &'a str: ColumnIndex<R>,
-{
-    let ids: String = get(row, "platform_message_ids")?;
+pub(crate) fn delivery(row: &impl Columns) -> Result<DeliveryReceipt, StoreError> {
+    let ids = row.text("platform_message_ids")?;
     Ok(DeliveryReceipt {
-        task: TaskId(get(row, "task_id")?),
-        slot: get(row, "slot")?,
-        conversation: ConversationId::new(get::<_, String>(row, "conversation_id")?),
+        task: TaskId(row.int("task_id")?),
+        slot: row.text("slot")?,
+        conversation: ConversationId::new(row.text("conversation_id")?),
         platform_message_ids: serde_json::from_str(&ids).map_err(|e| error::json("delivery message ids", e))?,
-        delivered_at: from_millis(get(row, "delivered_at")?),
+        delivered_at: from_millis(row.int("delivered_at")?),
     })
 }
 

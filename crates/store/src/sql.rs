@@ -1,7 +1,8 @@
 //! Statements both engines run as they are. SQLite reads `$1` as the first
 //! parameter just as PostgreSQL does, and both have `ON CONFLICT`,
-//! `RETURNING` and `FILTER`, so only the claim and the claim filters differ
-//! (they live beside each engine's queue).
+//! `RETURNING` and `FILTER`, so only the claim and the count of pending tasks
+//! differ (they live beside each engine, see `engine.rs`). A computed column
+//! is named (`AS …`): the stores read every column by name.
 
 /// The columns `rows::task` reads, as a literal for `concat!`.
 macro_rules! task_columns {
@@ -30,7 +31,8 @@ pub(crate) const INSERT_DEDUP: &str =
     "INSERT INTO inbound_dedup (key, task_id, seen_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING";
 
 // Every change below names the lease token: a worker whose lease expired and
-// was claimed by another changes nothing and learns it lost the lease.
+// was claimed by another changes nothing and learns it lost the lease. The
+// task id and the token are always the last two parameters.
 
 pub(crate) const EXTEND: &str = "\
 UPDATE tasks SET lease_expires_at = $1, updated_at = $2
@@ -58,7 +60,7 @@ WHERE id = $2 AND lease_token = $3 AND state = 'leased'";
 /// head's `run_at` or a leased head's expiry, whichever comes first after now.
 /// Tasks behind a head do not count: they wait for the head, not the clock.
 pub(crate) const NEXT_DUE: &str = "\
-SELECT MIN(CASE WHEN t.state = 'queued' THEN t.run_at ELSE t.lease_expires_at END)
+SELECT MIN(CASE WHEN t.state = 'queued' THEN t.run_at ELSE t.lease_expires_at END) AS due
 FROM tasks t
 WHERE t.state IN ('queued', 'leased')
   AND (CASE WHEN t.state = 'queued' THEN t.run_at ELSE t.lease_expires_at END) > $1
@@ -66,12 +68,17 @@ WHERE t.state IN ('queued', 'leased')
       SELECT 1 FROM tasks e
       WHERE e.conversation_id = t.conversation_id AND e.state IN ('queued', 'leased') AND e.id < t.id)";
 
+/// Reads only unfinished tasks (through their partial indexes) and the dead
+/// ones (through `tasks_finished`), never the done ones, however many the
+/// retention keeps. The dead count repeats the index's own condition because
+/// SQLite uses a partial index only for a query that states it.
 pub(crate) const STATS: &str = "\
 SELECT COUNT(*) FILTER (WHERE state = 'queued') AS queued,
        COUNT(*) FILTER (WHERE state = 'leased') AS leased,
-       COUNT(*) FILTER (WHERE state = 'dead') AS dead,
-       MIN(created_at) FILTER (WHERE state = 'queued') AS oldest_queued_at
-FROM tasks";
+       MIN(created_at) FILTER (WHERE state = 'queued') AS oldest_queued_at,
+       (SELECT COUNT(*) FROM tasks WHERE state IN ('done', 'dead') AND state = 'dead') AS dead
+FROM tasks
+WHERE state IN ('queued', 'leased')";
 
 pub(crate) const HISTORY: &str = "\
 SELECT id, task_id, role, actor, text, at FROM (
@@ -81,7 +88,7 @@ SELECT id, task_id, role, actor, text, at FROM (
 pub(crate) const TASK_ENTRIES: &str =
     "SELECT id, task_id, role, actor, text, at FROM messages WHERE task_id = $1 ORDER BY seq";
 
-pub(crate) const TASK_HAS_ENTRIES: &str = "SELECT COUNT(*) FROM messages WHERE task_id = $1";
+pub(crate) const TASK_HAS_ENTRIES: &str = "SELECT COUNT(*) AS entries FROM messages WHERE task_id = $1";
 
 /// A second `record_turn` of a task conflicts on `(task_id, seq)` and writes nothing.
 pub(crate) const INSERT_ENTRY: &str = "\

@@ -1,7 +1,8 @@
-//! Which engine a storage URL names, and the URL as it may be shown: a
-//! PostgreSQL URL can carry a password, which never reaches a message or log.
+//! Which engine a storage URL names. A URL in a message is always shown
+//! through `herald_core::redact::url`: a PostgreSQL URL can carry a password,
+//! which never reaches a message or log.
 
-use herald_core::StoreError;
+use herald_core::{StoreError, redact};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Engine {
@@ -17,40 +18,9 @@ pub(crate) fn engine(url: &str) -> Result<Engine, StoreError> {
     } else {
         Err(StoreError::Unavailable(format!(
             "unsupported storage url `{}`: expected sqlite://PATH, sqlite::memory: or postgres://USER@HOST/DB",
-            redact(url)
+            redact::url(url)
         )))
     }
-}
-
-/// The URL with any password replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rsplit_once('@') {
-        Some((user_info, host)) => match user_info.split_once(':') {
-            Some((user, _)) => format!("{user}:***@{host}"),
-            None => format!("{user_info}@{host}"),
-        },
-        None => authority.to_owned(),
-    };
-    // A password may also come as a query parameter.
-    let tail = match tail.split_once('?') {
-        Some((path, query)) => {
-            let query: Vec<String> = query
-                .split('&')
-                .map(|pair| match pair.split_once('=') {
-                    Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
-                    _ => pair.to_owned(),
-                })
-                .collect();
-            format!("{path}?{}", query.join("&"))
-        }
-        None => tail.to_owned(),
-    };
-    format!("{scheme}://{authority}{tail}")
 }
 
 #[cfg(test)]
@@ -77,25 +47,5 @@ mod tests {
         let message = engine("mysql://root:hunter2@db/herald").unwrap_err().to_string();
         assert!(message.contains("mysql://root:***@db/herald"), "{message}");
         assert!(!message.contains("hunter2"), "{message}");
-    }
-
-    #[test]
-    fn passwords_are_redacted() {
-        for (url, expected) in [
-            (
-                "postgres://herald:s3cret@db:5432/herald",
-                "postgres://herald:***@db:5432/herald",
-            ),
-            ("postgres://herald@db/herald", "postgres://herald@db/herald"),
-            ("postgres://u:p@h", "postgres://u:***@h"),
-            (
-                "postgres://db/herald?user=u&password=p&sslmode=require",
-                "postgres://db/herald?user=u&password=***&sslmode=require",
-            ),
-            ("sqlite://herald.db", "sqlite://herald.db"),
-            ("sqlite::memory:", "sqlite::memory:"),
-        ] {
-            assert_eq!(redact(url), expected);
-        }
     }
 }

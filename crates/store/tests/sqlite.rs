@@ -74,3 +74,68 @@ async fn a_closed_storage_is_unavailable() {
     let err = storage.queue().claim(&ClaimFilter::any()).await.unwrap_err();
     assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
 }
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// The database, its write-ahead log and its shared-memory index, named as
+/// SQLite names them.
+fn database_files(database: &std::path::Path) -> [std::path::PathBuf; 3] {
+    ["", "-wal", "-shm"].map(|suffix| {
+        let mut name = database.as_os_str().to_owned();
+        name.push(suffix);
+        name.into()
+    })
+}
+
+/// History and queued messages are nobody else's business: a fresh
+/// database and its `-wal` and `-shm` files are readable by their owner only,
+/// whatever the umask lets others read.
+#[tokio::test]
+async fn a_new_database_is_private_to_its_owner() {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    let storage = open(&format!("sqlite://{}", path.display())).await.unwrap();
+    storage.migrate().await.unwrap();
+    storage.queue().enqueue(message("test:ann", "private")).await.unwrap();
+    for file in database_files(&path) {
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    storage.close().await;
+}
+
+/// A database an older Herald left readable by others is made private when
+/// opened.
+#[tokio::test]
+async fn an_existing_readable_database_is_made_private() {
+    use sqlx::{ConnectOptions, Executor};
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    // Opened by plain SQLite in WAL mode and left open: all three files exist.
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+        .connect()
+        .await
+        .unwrap();
+    other.execute("CREATE TABLE scratch (x)").await.unwrap();
+    for file in database_files(&path) {
+        assert_eq!(mode(&file), 0o644, "{} before", file.display());
+    }
+
+    let storage = open(&format!("sqlite://{}", path.display())).await.unwrap();
+    for file in database_files(&path) {
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    storage.close().await;
+    drop(other);
+}

@@ -6,112 +6,139 @@
 //! the next task moves up) sends `pg_notify('herald_tasks', conversation)`:
 //! enqueue inside its transaction (PostgreSQL delivers it at commit), the
 //! others right after their update, so a woken worker always sees the change.
-//! One background task per [`PgStore`] holds the listening
+//! One background task per [`PgEngine`] holds the listening
 //! connection, in its own one-connection pool so it never takes a connection
 //! from the queries; it wakes the local waiters on every notification and
 //! after every reconnect (notifications sent meanwhile are lost).
 
-mod conversations;
+mod claim;
 mod listener;
-mod queue;
-mod schedules;
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use herald_core::{Clock, StoreError};
+use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, StoreError, redact};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
 use tokio::task::JoinHandle;
 
-use crate::config::{QueueConfig, StorageConfig};
+use crate::config::StorageConfig;
+use crate::engine::Engine;
 use crate::error;
-use crate::url::redact;
+use crate::locks::PgLocks;
+use crate::statement::{On, Statement};
 use crate::wake::Wakeup;
 
 /// The NOTIFY channel of the task queue.
 pub(crate) const CHANNEL: &str = "herald_tasks";
 
-pub(crate) struct PgStore {
+const NOTIFY: &str = "SELECT pg_notify('herald_tasks', $1)";
+
+pub(crate) struct PgEngine {
     pool: PgPool,
     listener_pool: PgPool,
-    clock: Arc<dyn Clock>,
-    queue: QueueConfig,
-    wakeup: Arc<Wakeup>,
     /// Whether the listener is connected; without it idle workers poll.
     listening: Arc<AtomicBool>,
     listener: JoinHandle<()>,
-    pub(crate) locks: Arc<crate::locks::PgLocks>,
+    locks: Arc<PgLocks>,
 }
 
-impl PgStore {
+impl PgEngine {
+    /// Connects, and listens for other processes' announcements, which wake
+    /// `wakeup` (retrying every `retry_every` while the listener is down).
     pub(crate) async fn connect(
         storage: &StorageConfig,
-        queue: &QueueConfig,
-        clock: Arc<dyn Clock>,
+        wakeup: Arc<Wakeup>,
+        retry_every: Duration,
     ) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(&storage.url)
-            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact(&storage.url))))?;
+        let options = PgConnectOptions::from_str(&storage.url).map_err(|e| {
+            StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact::url(&storage.url)))
+        })?;
         let pool = PgPoolOptions::new()
             .max_connections(storage.max_connections.max(1))
             .connect_with(options.clone())
             .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact(&storage.url))))?;
-        let locks = Arc::new(crate::locks::PgLocks {
+            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact::url(&storage.url))))?;
+        let locks = Arc::new(PgLocks {
             options: options.clone(),
             url: storage.url.clone(),
         });
         let listener_pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
-        let wakeup = Arc::new(Wakeup::default());
         let listening = Arc::new(AtomicBool::new(false));
-        let listener = listener::start(
-            listener_pool.clone(),
-            wakeup.clone(),
-            listening.clone(),
-            queue.poll_interval,
-        )
-        .await
-        .map_err(|e| StoreError::Unavailable(format!("cannot listen on {}: {e}", redact(&storage.url))))?;
+        let listener = listener::start(listener_pool.clone(), wakeup, listening.clone(), retry_every)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot listen on {}: {e}", redact::url(&storage.url))))?;
         Ok(Self {
             pool,
             listener_pool,
-            clock,
-            queue: queue.clone(),
-            wakeup,
             listening,
             listener,
             locks,
         })
     }
+}
 
-    pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
+impl Engine for PgEngine {
+    type Db = Postgres;
+
+    const NAME: &'static str = "postgres";
+    const CLAIM: &'static str = claim::CLAIM;
+    const PENDING: &'static str = claim::PENDING;
+
+    fn reads(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn writes(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        self.pool.begin().await
+    }
+
+    fn bind_filter(statement: Statement<Postgres>, filter: &ClaimFilter) -> Statement<Postgres> {
+        claim::bind_filter(statement, filter)
+    }
+
+    async fn announce(&self, conversation: &ConversationId, on: On<'_, Postgres>) -> Result<(), StoreError> {
+        Statement::<Postgres>::new(NOTIFY)
+            .text(conversation.as_str())
+            .execute(on)
+            .await?;
+        Ok(())
+    }
+
+    fn polls(&self) -> bool {
+        !self.listening.load(Ordering::Acquire)
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
         crate::migrations::postgres()
             .run(&self.pool)
             .await
             .map_err(error::migrate)
     }
 
-    pub(crate) async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(error::db)?;
+    async fn ping(&self) -> Result<(), StoreError> {
+        Statement::<Postgres>::new("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
 
-    pub(crate) async fn close(&self) {
+    async fn close(&self) {
         // Closing the listener's pool ends its task.
         self.listener_pool.close().await;
         self.pool.close().await;
     }
 
-    fn now(&self) -> i64 {
-        herald_core::time::to_millis(self.clock.now())
-    }
-
-    fn listening(&self) -> bool {
-        self.listening.load(Ordering::Acquire)
+    fn locks(&self) -> Arc<dyn ExclusiveLocks> {
+        self.locks.clone()
     }
 }
 
-impl Drop for PgStore {
+impl Drop for PgEngine {
     fn drop(&mut self) {
         self.listener.abort();
     }

@@ -16,53 +16,53 @@
 //! `busy_timeout` covers their writes, and idle workers look for their tasks
 //! every `queue.poll_interval` since SQLite cannot notify across processes.
 //!
+//! The database file and its `-wal` and `-shm` files are private to the
+//! user Herald runs as (`files.rs`).
+//!
 //! `sqlite::memory:` keeps one connection for reads and writes: each
 //! connection would otherwise see its own empty database once the last
 //! connection to it closed.
 
-mod conversations;
-mod queue;
-mod schedules;
+mod claim;
+mod files;
+#[cfg(test)]
+mod plans;
 
 use std::str::FromStr;
 use std::sync::Arc;
 
-use herald_core::{Clock, StoreError};
+use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, StoreError, redact};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, Transaction};
 
-use crate::config::{QueueConfig, StorageConfig};
+use crate::config::StorageConfig;
+use crate::engine::Engine;
 use crate::error;
-use crate::url::redact;
-use crate::wake::Wakeup;
+use crate::locks::SqliteLocks;
+use crate::statement::{On, Statement};
 
-pub(crate) struct SqliteStore {
+pub(crate) struct SqliteEngine {
     /// Exactly one connection: every write goes through it.
     write: SqlitePool,
     /// Reads; the same pool as `write` for an in-memory database.
     read: SqlitePool,
-    clock: Arc<dyn Clock>,
-    queue: QueueConfig,
-    wakeup: Wakeup,
-    pub(crate) locks: Arc<crate::locks::SqliteLocks>,
+    locks: Arc<SqliteLocks>,
 }
 
-impl SqliteStore {
-    pub(crate) async fn connect(
-        storage: &StorageConfig,
-        queue: &QueueConfig,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self, StoreError> {
+impl SqliteEngine {
+    pub(crate) async fn connect(storage: &StorageConfig) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(&storage.url)
-            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact(&storage.url))))?
+            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact::url(&storage.url))))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(storage.busy_timeout);
         let in_memory = storage.url.contains(":memory:") || storage.url.contains("mode=memory");
-        let locks = Arc::new(crate::locks::SqliteLocks {
-            database: (!in_memory).then(|| options.get_filename().to_path_buf()),
-        });
+        let database = (!in_memory).then(|| options.get_filename().to_path_buf());
+        if let Some(database) = &database {
+            files::prepare(database)?;
+        }
         let write = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(if in_memory { 1 } else { 0 })
@@ -80,40 +80,72 @@ impl SqliteStore {
                 .await
                 .map_err(|e| opening(&storage.url, e))?
         };
-        Ok(Self {
-            write,
-            read,
-            clock,
-            queue: queue.clone(),
-            wakeup: Wakeup::default(),
-            locks,
-        })
+        if let Some(database) = &database {
+            files::make_companions_private(database);
+        }
+        let locks = Arc::new(SqliteLocks { database });
+        Ok(Self { write, read, locks })
+    }
+}
+
+impl Engine for SqliteEngine {
+    type Db = Sqlite;
+
+    const NAME: &'static str = "sqlite";
+    const CLAIM: &'static str = claim::CLAIM;
+    const PENDING: &'static str = claim::PENDING;
+
+    fn reads(&self) -> &SqlitePool {
+        &self.read
     }
 
-    pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
+    fn writes(&self) -> &SqlitePool {
+        &self.write
+    }
+
+    /// Takes the write lock up front, so the transaction never fails
+    /// half-way to upgrade a read lock.
+    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        self.write.begin_with("BEGIN IMMEDIATE").await
+    }
+
+    fn bind_filter(statement: Statement<Sqlite>, filter: &ClaimFilter) -> Statement<Sqlite> {
+        claim::bind_filter(statement, filter)
+    }
+
+    /// SQLite cannot tell other processes; their workers poll.
+    async fn announce(&self, _conversation: &ConversationId, _on: On<'_, Sqlite>) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn polls(&self) -> bool {
+        true
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
         crate::migrations::sqlite()
             .run(&self.write)
             .await
             .map_err(error::migrate)
     }
 
-    pub(crate) async fn ping(&self) -> Result<(), StoreError> {
+    async fn ping(&self) -> Result<(), StoreError> {
         for pool in [&self.write, &self.read] {
-            sqlx::query("SELECT 1").execute(pool).await.map_err(error::db)?;
+            Statement::<Sqlite>::new("SELECT 1").execute(pool).await?;
         }
         Ok(())
     }
 
-    pub(crate) async fn close(&self) {
+    async fn close(&self) {
         self.read.close().await;
         self.write.close().await;
     }
 
-    fn now(&self) -> i64 {
-        herald_core::time::to_millis(self.clock.now())
+    fn locks(&self) -> Arc<dyn ExclusiveLocks> {
+        self.locks.clone()
     }
 }
 
 fn opening(url: &str, err: sqlx::Error) -> StoreError {
-    StoreError::Unavailable(format!("cannot open {}: {err}", redact(url)))
+    StoreError::Unavailable(format!("cannot open {}: {err}", redact::url(url)))
 }

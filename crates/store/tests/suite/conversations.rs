@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{Harness, conversation, message, message_in, text};
 
-fn user(text: &str) -> NewHistoryEntry {
+pub fn user(text: &str) -> NewHistoryEntry {
     NewHistoryEntry {
         role: Role::User,
         actor: Some(ActorId::new("test:ann")),
@@ -16,7 +16,7 @@ fn user(text: &str) -> NewHistoryEntry {
     }
 }
 
-fn assistant(text: &str) -> NewHistoryEntry {
+pub fn assistant(text: &str) -> NewHistoryEntry {
     NewHistoryEntry {
         role: Role::Assistant,
         actor: None,
@@ -24,7 +24,7 @@ fn assistant(text: &str) -> NewHistoryEntry {
     }
 }
 
-fn texts(entries: &[HistoryEntry]) -> Vec<&str> {
+pub fn texts(entries: &[HistoryEntry]) -> Vec<&str> {
     entries.iter().map(|e| e.text.as_str()).collect()
 }
 
@@ -205,4 +205,47 @@ pub async fn a_restart_keeps_history_and_queued_tasks(mut h: Harness) {
     h.advance(Duration::from_secs(60));
     let back = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
     assert_eq!((back.task.id, back.task.attempt), (in_flight.task.id, 2));
+}
+
+/// PostgreSQL text cannot hold U+0000; a message containing one must still be
+/// queued, answered and recorded, so the store drops it from every text it
+/// writes, on both engines alike.
+pub async fn text_with_nul_is_stored_without_it(h: Harness) {
+    let queue = h.storage.queue();
+    let store = h.storage.conversations();
+    let conversation = ConversationId::new("test:ann");
+    queue.enqueue(message("test:ann", "hello\u{0} world")).await.unwrap();
+    let lease = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    assert_eq!(text(&lease), "hello world", "the task payload");
+
+    queue.fail(&lease, "model said \u{0}no").await.unwrap();
+    h.advance(Duration::from_secs(60));
+    let lease = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    assert_eq!(lease.task.last_error.as_deref(), Some("model said no"), "the error");
+
+    let recorded = store
+        .record_turn(
+            &conversation,
+            lease.task.id,
+            &[user("a\u{0}b"), assistant("c\u{0}\u{0}d")],
+        )
+        .await
+        .unwrap();
+    assert!(recorded);
+    queue.complete(&lease).await.unwrap();
+    assert_eq!(
+        texts(&store.history(&conversation, 10).await.unwrap()),
+        ["ab", "cd"],
+        "the history"
+    );
+
+    store
+        .put_state("notes", "k\u{0}", &json!({"text": "x\u{0}y", "li\u{0}st": ["\u{0}"]}))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_state("notes", "k").await.unwrap(),
+        Some(json!({"text": "xy", "list": [""]})),
+        "the state"
+    );
 }

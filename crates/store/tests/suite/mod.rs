@@ -6,6 +6,7 @@ pub mod concurrency;
 pub mod conversations;
 pub mod locks;
 pub mod queue;
+pub mod retention;
 pub mod schedules;
 
 use std::sync::Arc;
@@ -37,8 +38,12 @@ pub fn queue_config() -> QueueConfig {
         retry_max: Duration::from_secs(5),
         max_attempts: 4,
         poll_interval: Duration::from_secs(3600),
+        retention: RETENTION,
     }
 }
+
+/// How long the suite keeps finished tasks.
+pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 pub fn start_time() -> Timestamp {
     chrono::Utc.with_ymd_and_hms(2026, 1, 1, 9, 0, 0).unwrap()
@@ -112,6 +117,9 @@ macro_rules! backend_suite {
             conversations::state_is_kept_by_scope_and_key,
             conversations::the_conversation_ref_is_the_latest_enqueued,
             conversations::a_restart_keeps_history_and_queued_tasks,
+            conversations::text_with_nul_is_stored_without_it,
+            retention::old_finished_tasks_go_and_history_stays,
+            retention::a_dedup_key_outlives_a_short_retention,
             schedules::schedules_are_kept_across_a_restart_and_listed_by_conversation,
             schedules::due_schedules_are_those_whose_run_has_come_earliest_first,
             schedules::a_fired_run_moves_the_schedule_once_and_a_finished_schedule_is_gone_from_lists,

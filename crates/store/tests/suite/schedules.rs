@@ -1,11 +1,13 @@
 //! Schedules in the database: kept across restarts, due by their next run,
 //! and moved past a run by exactly one of the processes that noticed it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use herald_core::{
     ActorId, ClaimFilter, Enqueued, InstructionOrigin, NewSchedule, NewTask, ScheduleId, TaskPayload, Timestamp,
 };
+use tokio::sync::Barrier;
 
 use super::{Harness, conversation, queue_config};
 
@@ -151,11 +153,15 @@ pub async fn processes_sharing_the_database_fire_a_due_run_once(h: Harness) {
     h.advance(Duration::from_secs(61));
     let key = format!("schedule:{}:{}", schedule.id, herald_core::time::to_millis(due));
     let now = h.clock_now();
+    // Every process has noticed the run before any of them fires it.
+    let noticed = Arc::new(Barrier::new(processes.len()));
     let runs = processes.iter().map(|storage| {
         let (storage, key, schedule) = (storage.clone(), key.clone(), schedule.clone());
+        let noticed = noticed.clone();
         async move {
             let found = storage.schedules().due(now, 10).await.unwrap();
             assert_eq!(found.len(), 1);
+            noticed.wait().await;
             let enqueued = storage
                 .queue()
                 .enqueue(NewTask {

@@ -1,0 +1,87 @@
+//! What truly differs between SQLite and PostgreSQL, as one trait. The
+//! stores (`queue.rs`, `conversations.rs`, `schedules.rs`) are written once
+//! over it; `sqlite/` and `postgres/` each implement it.
+//!
+//! The differences, and nothing else:
+//! - connections: SQLite writes through exactly one connection and reads
+//!   beside it; PostgreSQL has one pool for both;
+//! - a writing transaction: SQLite takes its write lock up front
+//!   (`BEGIN IMMEDIATE`), PostgreSQL needs no such thing;
+//! - the claim and the count of pending tasks, and how a claim filter's lists
+//!   are bound (a JSON array for `json_each`, or a text array for `ANY`);
+//! - telling other processes that a task may be claimable (PostgreSQL's
+//!   `NOTIFY`; SQLite cannot, so its idle workers poll);
+//! - migrations, the exclusive locks, closing.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, StoreError};
+use sqlx::{Pool, Transaction};
+
+use crate::statement::{On, Sql, Statement};
+
+pub(crate) trait Engine: Send + Sync + 'static {
+    type Db: Sql;
+
+    /// `"sqlite"` or `"postgres"`.
+    const NAME: &'static str;
+
+    /// Leases the next claimable task: `$1` the lease token, `$2` its expiry,
+    /// `$3` now, `$4`/`$5` the filter's channel and conversation lists (see
+    /// [`Engine::bind_filter`]); returns the columns of `sql::task_columns!`.
+    const CLAIM: &'static str;
+
+    /// Counts the unfinished tasks that `$1`/`$2` (the filter's lists) allow,
+    /// as `pending`.
+    const PENDING: &'static str;
+
+    /// Where reads go.
+    fn reads(&self) -> &Pool<Self::Db>;
+
+    /// Where single-statement writes and claims go.
+    fn writes(&self) -> &Pool<Self::Db>;
+
+    /// A transaction that will write.
+    fn begin_write(&self) -> impl Future<Output = Result<Transaction<'static, Self::Db>, sqlx::Error>> + Send;
+
+    /// Binds a claim filter's channel and conversation lists (`None`: any)
+    /// the way [`Engine::CLAIM`] and [`Engine::PENDING`] read them.
+    fn bind_filter(statement: Statement<Self::Db>, filter: &ClaimFilter) -> Statement<Self::Db>;
+
+    /// Tells workers in other processes that `conversation` may have a task
+    /// to claim. Inside a transaction, they hear it when it commits.
+    fn announce<'e>(
+        &'e self,
+        conversation: &'e ConversationId,
+        on: On<'e, Self::Db>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'e;
+
+    /// Whether idle workers must look for work every `queue.poll_interval`
+    /// because announcements from other processes may not reach them.
+    fn polls(&self) -> bool;
+
+    fn migrate(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether every pool answers.
+    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Closes every connection, waiting for queries in flight.
+    fn close(&self) -> impl Future<Output = ()> + Send;
+
+    fn locks(&self) -> Arc<dyn ExclusiveLocks>;
+}
+
+/// A claim filter's channel and conversation lists; `None` allows all.
+pub(crate) fn filter_lists(filter: &ClaimFilter) -> (Option<Vec<&str>>, Option<Vec<&str>>) {
+    (
+        filter
+            .channels
+            .as_ref()
+            .map(|list| list.iter().map(|c| c.as_str()).collect()),
+        filter
+            .conversations
+            .as_ref()
+            .map(|list| list.iter().map(|c| c.as_str()).collect()),
+    )
+}

@@ -1,0 +1,229 @@
+//! The task queue, on either engine.
+//!
+//! Only the claim (and the count of pending tasks) is the engine's own: see
+//! `sqlite/claim.rs` and `postgres/claim.rs` for why each keeps a
+//! conversation's tasks in order. Everything else is one statement or one
+//! short transaction that both engines run alike:
+//! - enqueue stores the conversation, the task and its dedup key together;
+//!   a key seen before stores nothing, and a key another process stored while
+//!   this transaction waited on it rolls this one back, so each platform event
+//!   becomes one task;
+//! - every change after the claim names the lease token, so a worker whose
+//!   lease expired and was claimed by another changes nothing and learns it;
+//! - a change that may make a task claimable is announced to other processes
+//!   and wakes this process's idle workers.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use herald_core::time::{from_millis, to_millis};
+use herald_core::{ClaimFilter, Enqueued, FailOutcome, Lease, NewTask, QueueStats, StoreError, TaskId, TaskQueue};
+use tracing::debug;
+
+use crate::engine::Engine;
+use crate::statement::{Columns, On, Statement};
+use crate::store::Store;
+use crate::{error, rows, sql, text};
+
+impl<E: Engine> Store<E> {
+    /// Runs a lease-guarded change, binding the task id and the lease token
+    /// as its last two parameters: no row changed means the lease is gone.
+    async fn guarded(&self, statement: Statement<E::Db>, lease: &Lease) -> Result<(), StoreError> {
+        let changed = statement
+            .int(lease.task.id.0)
+            .text(&lease.token)
+            .execute(self.engine.writes())
+            .await?;
+        if changed == 0 {
+            return Err(StoreError::LeaseLost(lease.task.id));
+        }
+        Ok(())
+    }
+
+    /// A guarded change that ends the lease (the task is done, dead, or back
+    /// in the queue), after which a task of the conversation may be claimable:
+    /// the task itself, or the next one now that its head finished.
+    async fn finish(&self, statement: Statement<E::Db>, lease: &Lease) -> Result<(), StoreError> {
+        self.guarded(statement, lease).await?;
+        // A lost announcement only delays another process's worker until its
+        // next wait ends.
+        let conversation = &lease.task.conversation;
+        if let Err(err) = self.engine.announce(conversation, self.engine.writes().into()).await {
+            debug!(error = %err, "could not notify other workers");
+        }
+        // This process's own waiters need no round trip.
+        self.wakeup.wake();
+        Ok(())
+    }
+
+    async fn next_due(&self) -> Option<Duration> {
+        let now = self.now();
+        let due = Statement::<E::Db>::new(sql::NEXT_DUE)
+            .int(now)
+            .fetch_one(self.engine.reads())
+            .await
+            .and_then(|row| row.opt_int("due"));
+        match due {
+            Ok(due) => rows::until(now, due),
+            Err(err) => {
+                debug!(error = %err, "could not read the next due task");
+                None
+            }
+        }
+    }
+
+    async fn find_dedup<'e>(&self, key: &str, on: impl Into<On<'e, E::Db>>) -> Result<Option<TaskId>, StoreError> {
+        let row = Statement::<E::Db>::new(sql::FIND_DEDUP)
+            .text(key)
+            .fetch_optional(on)
+            .await?;
+        row.map(|row| row.int("task_id").map(TaskId)).transpose()
+    }
+}
+
+#[async_trait]
+impl<E: Engine> TaskQueue for Store<E> {
+    async fn enqueue(&self, task: NewTask) -> Result<Enqueued, StoreError> {
+        let now = self.now();
+        let conversation = task.payload.conversation();
+        let reference = text::json(conversation, "conversation ref")?;
+        let payload = text::json(&task.payload, "task payload")?;
+        let run_at = task.not_before.map(to_millis).unwrap_or(now);
+
+        let mut tx = self.engine.begin_write().await.map_err(error::db)?;
+        if let Some(key) = &task.dedup_key
+            && let Some(id) = self.find_dedup(key, &mut tx).await?
+        {
+            tx.rollback().await.map_err(error::db)?;
+            return Ok(Enqueued::Duplicate(id));
+        }
+        Statement::new(sql::UPSERT_CONVERSATION)
+            .text(conversation.id.as_str())
+            .text(conversation.channel.as_str())
+            .text(&reference)
+            .int(now)
+            .execute(&mut tx)
+            .await?;
+        let id = Statement::new(sql::INSERT_TASK)
+            .text(conversation.id.as_str())
+            .text(conversation.channel.as_str())
+            .text(&payload)
+            .int(i64::from(task.priority))
+            .int(i64::from(self.queue.max_attempts))
+            .int(run_at)
+            .int(now)
+            .fetch_one(&mut tx)
+            .await?
+            .int("id")?;
+        if let Some(key) = &task.dedup_key {
+            let inserted = Statement::new(sql::INSERT_DEDUP)
+                .text(key)
+                .int(id)
+                .int(now)
+                .execute(&mut tx)
+                .await?;
+            if inserted == 0 {
+                // Another process stored the same key meanwhile (its
+                // transaction committed while this one waited on the key).
+                tx.rollback().await.map_err(error::db)?;
+                let id = self
+                    .find_dedup(key, self.engine.writes())
+                    .await?
+                    .ok_or_else(|| StoreError::Database(format!("dedup key `{key}` conflicted but is not stored")))?;
+                return Ok(Enqueued::Duplicate(id));
+            }
+        }
+        self.engine.announce(&conversation.id, (&mut tx).into()).await?;
+        tx.commit().await.map_err(error::db)?;
+        self.wakeup.wake();
+        Ok(Enqueued::New(TaskId(id)))
+    }
+
+    async fn claim(&self, filter: &ClaimFilter) -> Result<Option<Lease>, StoreError> {
+        let now = self.now();
+        let token = uuid::Uuid::new_v4().to_string();
+        let expires_at = rows::later(now, self.queue.lease);
+        let statement = Statement::new(E::CLAIM).text(&token).int(expires_at).int(now);
+        let row = E::bind_filter(statement, filter)
+            .fetch_optional(self.engine.writes())
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(Lease {
+            task: rows::task(&row)?,
+            token,
+            expires_at: from_millis(expires_at),
+        }))
+    }
+
+    async fn extend(&self, lease: &mut Lease) -> Result<(), StoreError> {
+        let now = self.now();
+        let expires_at = rows::later(now, self.queue.lease);
+        self.guarded(Statement::new(sql::EXTEND).int(expires_at).int(now), lease)
+            .await?;
+        lease.expires_at = from_millis(expires_at);
+        Ok(())
+    }
+
+    async fn complete(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.finish(Statement::new(sql::COMPLETE).int(self.now()), lease).await
+    }
+
+    async fn fail(&self, lease: &Lease, error: &str) -> Result<FailOutcome, StoreError> {
+        let now = self.now();
+        let task = &lease.task;
+        let (statement, outcome) = match self.queue.backoff(task.max_attempts).delay_after(task.attempt) {
+            Some(delay) => {
+                let run_at = rows::later(now, delay);
+                let retry = FailOutcome::Retry {
+                    at: from_millis(run_at),
+                    after: delay,
+                };
+                (Statement::new(sql::RETRY).int(run_at).text(error).int(now), retry)
+            }
+            None => (Statement::new(sql::BURY).text(error).int(now), FailOutcome::Dead),
+        };
+        self.finish(statement, lease).await?;
+        Ok(outcome)
+    }
+
+    async fn kill(&self, lease: &Lease, error: &str) -> Result<(), StoreError> {
+        self.finish(Statement::new(sql::BURY).text(error).int(self.now()), lease)
+            .await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.finish(Statement::new(sql::RELEASE).int(self.now()), lease).await
+    }
+
+    /// Sleeps until woken, the next due time or `at_most`; at most
+    /// `queue.poll_interval` while the engine cannot hear other processes.
+    async fn wait_for_work(&self, at_most: Duration) {
+        let cap = if self.engine.polls() {
+            at_most.min(self.queue.poll_interval)
+        } else {
+            at_most
+        };
+        self.wakeup.wait(cap, self.next_due()).await;
+    }
+
+    async fn pending(&self, filter: &ClaimFilter) -> Result<u64, StoreError> {
+        let count = E::bind_filter(Statement::new(E::PENDING), filter)
+            .fetch_one(self.engine.reads())
+            .await?
+            .int("pending")?;
+        Ok(count.unsigned_abs())
+    }
+
+    async fn stats(&self) -> Result<QueueStats, StoreError> {
+        let row = Statement::<E::Db>::new(sql::STATS)
+            .fetch_one(self.engine.reads())
+            .await?;
+        let count = |column: &str| row.int(column).map(i64::unsigned_abs);
+        Ok(QueueStats {
+            queued: count("queued")?,
+            leased: count("leased")?,
+            dead: count("dead")?,
+            oldest_queued_at: row.opt_int("oldest_queued_at")?.map(from_millis),
+        })
+    }
+}

@@ -1,0 +1,73 @@
+//! The statements that run on every scrape or prune read only what they
+//! need: the planner's own account of them, on a real migrated file.
+
+use sqlx::Row;
+
+use super::SqliteEngine;
+use crate::config::StorageConfig;
+use crate::engine::Engine;
+use crate::{prune, sql};
+
+/// The plan's lines for `statement`, bound with `ints`.
+async fn plan(engine: &SqliteEngine, statement: &str, ints: &[i64]) -> Vec<String> {
+    let explain = format!("EXPLAIN QUERY PLAN {statement}");
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(explain));
+    for value in ints {
+        query = query.bind(*value);
+    }
+    query
+        .fetch_all(engine.reads())
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<String, _>("detail"))
+        .collect()
+}
+
+#[tokio::test]
+async fn stats_and_prune_never_scan_a_whole_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = SqliteEngine::connect(&StorageConfig {
+        url: format!("sqlite://{}", dir.path().join("plans.db").display()),
+        ..StorageConfig::default()
+    })
+    .await
+    .unwrap();
+    engine.migrate().await.unwrap();
+    for (name, statement, ints, indexes) in [
+        (
+            "stats",
+            sql::STATS,
+            &[][..],
+            &["tasks_unfinished_by_", "tasks_finished"][..],
+        ),
+        (
+            "prune tasks",
+            prune::PRUNE_TASKS,
+            &[1, 500][..],
+            &["tasks_finished"][..],
+        ),
+        (
+            "prune dedup keys",
+            prune::PRUNE_DEDUP_KEYS,
+            &[1, 500][..],
+            &["inbound_dedup_by_age"][..],
+        ),
+    ] {
+        let plan = plan(&engine, statement, ints).await;
+        for line in &plan {
+            let reads_a_table = line.starts_with("SCAN") || line.starts_with("SEARCH");
+            assert!(
+                !reads_a_table || line.contains("INDEX") || line.contains("PRIMARY KEY"),
+                "{name} reads a whole table: {plan:#?}"
+            );
+        }
+        for index in indexes {
+            assert!(
+                plan.iter().any(|line| line.contains(index)),
+                "{name} does not use {index}: {plan:#?}"
+            );
+        }
+    }
+    engine.close().await;
+}

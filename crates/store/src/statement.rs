@@ -1,0 +1,216 @@
+//! Running a statement on either engine from code written once.
+//!
+//! The stores are generic over the sqlx driver. What they need of a driver
+//! (bind an integer or a text, run a statement on a pool or a transaction,
+//! read an integer or a text column, count the rows a change touched) is
+//! gathered in [`Sql`], implemented once for every driver that can do it, so
+//! generic code names one bound (`DB: Sql`) instead of a dozen higher-ranked
+//! sqlx bounds at every function. [`Statement`] is the builder the stores use.
+//!
+//! Architecture invariant: nothing here knows a dialect. What differs between
+//! SQLite and PostgreSQL lives in `engine.rs` and the engines' own modules.
+
+use std::future::Future;
+
+use herald_core::StoreError;
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Transaction, Type};
+
+use crate::error;
+use crate::text::without_nul;
+
+type Query<DB> = sqlx::query::Query<'static, DB, <DB as Database>::Arguments>;
+
+/// Where a statement runs: on a connection taken from a pool for it, or on
+/// a connection already held (a transaction).
+pub(crate) enum On<'e, DB: Database> {
+    Pool(&'e Pool<DB>),
+    Connection(&'e mut DB::Connection),
+}
+
+impl<'e, DB: Database> From<&'e Pool<DB>> for On<'e, DB> {
+    fn from(pool: &'e Pool<DB>) -> Self {
+        On::Pool(pool)
+    }
+}
+
+impl<'e, DB: Database> From<&'e mut Transaction<'_, DB>> for On<'e, DB> {
+    fn from(transaction: &'e mut Transaction<'_, DB>) -> Self {
+        On::Connection(&mut **transaction)
+    }
+}
+
+/// The driver abilities the stores use, as one bound. Implemented below for
+/// every sqlx driver that has them: SQLite and PostgreSQL.
+pub(crate) trait Sql: Database<Row: Columns, QueryResult: Changed> {
+    fn bind_int(query: Query<Self>, value: Option<i64>) -> Query<Self>;
+    fn bind_text(query: Query<Self>, value: Option<&str>) -> Query<Self>;
+    fn execute<'e>(
+        query: Query<Self>,
+        on: On<'e, Self>,
+    ) -> impl Future<Output = Result<Self::QueryResult, sqlx::Error>> + Send + 'e;
+    fn fetch_optional<'e>(
+        query: Query<Self>,
+        on: On<'e, Self>,
+    ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send + 'e;
+    fn fetch_all<'e>(
+        query: Query<Self>,
+        on: On<'e, Self>,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send + 'e;
+}
+
+impl<DB> Sql for DB
+where
+    DB: Database<Row: Columns, QueryResult: Changed>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+{
+    fn bind_int(query: Query<Self>, value: Option<i64>) -> Query<Self> {
+        query.bind(value)
+    }
+
+    fn bind_text(query: Query<Self>, value: Option<&str>) -> Query<Self> {
+        query.bind(value)
+    }
+
+    async fn execute(query: Query<Self>, on: On<'_, Self>) -> Result<Self::QueryResult, sqlx::Error> {
+        match on {
+            On::Pool(pool) => query.execute(pool).await,
+            On::Connection(connection) => query.execute(connection).await,
+        }
+    }
+
+    async fn fetch_optional(query: Query<Self>, on: On<'_, Self>) -> Result<Option<Self::Row>, sqlx::Error> {
+        match on {
+            On::Pool(pool) => query.fetch_optional(pool).await,
+            On::Connection(connection) => query.fetch_optional(connection).await,
+        }
+    }
+
+    async fn fetch_all(query: Query<Self>, on: On<'_, Self>) -> Result<Vec<Self::Row>, sqlx::Error> {
+        match on {
+            On::Pool(pool) => query.fetch_all(pool).await,
+            On::Connection(connection) => query.fetch_all(connection).await,
+        }
+    }
+}
+
+/// How many rows a change touched: the drivers have it, but on no trait.
+pub(crate) trait Changed {
+    fn rows_changed(&self) -> u64;
+}
+
+impl Changed for sqlx::sqlite::SqliteQueryResult {
+    fn rows_changed(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+impl Changed for sqlx::postgres::PgQueryResult {
+    fn rows_changed(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+/// Reading a row's columns by name, as the two types the schema uses.
+pub(crate) trait Columns: Row {
+    fn int(&self, column: &str) -> Result<i64, StoreError>;
+    fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError>;
+    fn text(&self, column: &str) -> Result<String, StoreError>;
+    fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError>;
+}
+
+impl<R> Columns for R
+where
+    R: Row,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'a> &'a str: ColumnIndex<R>,
+{
+    fn int(&self, column: &str) -> Result<i64, StoreError> {
+        self.try_get(column).map_err(error::db)
+    }
+
+    fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError> {
+        self.try_get(column).map_err(error::db)
+    }
+
+    fn text(&self, column: &str) -> Result<String, StoreError> {
+        self.try_get(column).map_err(error::db)
+    }
+
+    fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        self.try_get(column).map_err(error::db)
+    }
+}
+
+/// A statement and its parameters, bound in order (`$1`, `$2`, …).
+#[must_use = "a statement does nothing until it is run"]
+pub(crate) struct Statement<DB: Database> {
+    query: Query<DB>,
+}
+
+impl<DB: Database> Statement<DB> {
+    /// Binds a value of a type only one engine knows (a PostgreSQL array);
+    /// for the engine's own statements.
+    pub(crate) fn bind<'t, T>(self, value: T) -> Self
+    where
+        T: Encode<'t, DB> + Type<DB>,
+    {
+        Self {
+            query: self.query.bind(value),
+        }
+    }
+}
+
+impl<DB: Sql> Statement<DB> {
+    pub(crate) fn new(sql: &'static str) -> Self {
+        Self {
+            query: sqlx::query(sql),
+        }
+    }
+
+    pub(crate) fn int(self, value: i64) -> Self {
+        self.opt_int(Some(value))
+    }
+
+    pub(crate) fn opt_int(self, value: Option<i64>) -> Self {
+        Self {
+            query: DB::bind_int(self.query, value),
+        }
+    }
+
+    pub(crate) fn text(self, value: &str) -> Self {
+        self.opt_text(Some(value))
+    }
+
+    /// Binds a text without NUL (see `text.rs`).
+    pub(crate) fn opt_text(self, value: Option<&str>) -> Self {
+        let value = value.map(without_nul);
+        Self {
+            query: DB::bind_text(self.query, value.as_deref()),
+        }
+    }
+
+    /// Runs a change; returns how many rows it touched.
+    pub(crate) async fn execute<'e>(self, on: impl Into<On<'e, DB>>) -> Result<u64, StoreError> {
+        let done = DB::execute(self.query, on.into()).await.map_err(error::db)?;
+        Ok(done.rows_changed())
+    }
+
+    pub(crate) async fn fetch_optional<'e>(self, on: impl Into<On<'e, DB>>) -> Result<Option<DB::Row>, StoreError> {
+        DB::fetch_optional(self.query, on.into()).await.map_err(error::db)
+    }
+
+    /// The one row a statement must return.
+    pub(crate) async fn fetch_one<'e>(self, on: impl Into<On<'e, DB>>) -> Result<DB::Row, StoreError> {
+        self.fetch_optional(on)
+            .await?
+            .ok_or_else(|| StoreError::Database("a statement that returns a row returned none".into()))
+    }
+
+    pub(crate) async fn fetch_all<'e>(self, on: impl Into<On<'e, DB>>) -> Result<Vec<DB::Row>, StoreError> {
+        DB::fetch_all(self.query, on.into()).await.map_err(error::db)
+    }
+}

@@ -1,0 +1,103 @@
+//! [`Store`]: the queue, the conversation store and the schedule store over
+//! one [`Engine`], written once for both. `queue.rs`, `conversations.rs` and
+//! `schedules.rs` implement core's traits on it; [`Backend`] is what
+//! `Storage` holds, whichever the engine.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, StoreError, TaskQueue};
+use tokio::task::JoinHandle;
+
+use crate::config::QueueConfig;
+use crate::engine::Engine;
+use crate::prune::{self, Pruned};
+use crate::wake::Wakeup;
+
+pub(crate) struct Store<E> {
+    pub(crate) engine: E,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) queue: QueueConfig,
+    /// Wakes this process's idle workers; the engine may wake it too (for
+    /// PostgreSQL, on a notification from another process).
+    pub(crate) wakeup: Arc<Wakeup>,
+    /// The background prune (`prune.rs`), stopped by `close` or drop.
+    pruner: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl<E: Engine> Store<E> {
+    /// The store over `engine`, pruning in the background unless
+    /// `queue.retention` keeps everything.
+    pub(crate) fn open(engine: E, clock: Arc<dyn Clock>, queue: &QueueConfig, wakeup: Arc<Wakeup>) -> Arc<Self> {
+        let store = Arc::new(Self {
+            engine,
+            clock,
+            queue: queue.clone(),
+            wakeup,
+            pruner: Mutex::new(None),
+        });
+        if !queue.retention.is_zero() {
+            *store.pruner.lock().unwrap_or_else(PoisonError::into_inner) = Some(prune::start(&store));
+        }
+        store
+    }
+
+    fn stop_pruning(&self) {
+        if let Some(pruner) = self.pruner.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            pruner.abort();
+        }
+    }
+
+    /// Now, in unix milliseconds, from the injected clock.
+    pub(crate) fn now(&self) -> i64 {
+        herald_core::time::to_millis(self.clock.now())
+    }
+}
+
+/// An open store of either engine: the three stores and the engine's
+/// housekeeping behind one object, so `Storage` needs no `match` per call.
+#[async_trait]
+pub(crate) trait Backend: TaskQueue + ConversationStore + ScheduleStore {
+    fn name(&self) -> &'static str;
+    fn locks(&self) -> Arc<dyn ExclusiveLocks>;
+    async fn migrate(&self) -> Result<(), StoreError>;
+    async fn ping(&self) -> Result<(), StoreError>;
+    async fn prune(&self) -> Result<Pruned, StoreError>;
+    async fn close(&self);
+}
+
+#[async_trait]
+impl<E: Engine> Backend for Store<E> {
+    fn name(&self) -> &'static str {
+        E::NAME
+    }
+
+    fn locks(&self) -> Arc<dyn ExclusiveLocks> {
+        self.engine.locks()
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.engine.migrate().await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.engine.ping().await
+    }
+
+    async fn prune(&self) -> Result<Pruned, StoreError> {
+        Store::prune(self).await
+    }
+
+    async fn close(&self) {
+        self.stop_pruning();
+        self.engine.close().await;
+    }
+}
+
+impl<E> Drop for Store<E> {
+    fn drop(&mut self) {
+        if let Some(pruner) = self.pruner.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+            pruner.abort();
+        }
+    }
+}
