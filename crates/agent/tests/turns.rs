@@ -62,6 +62,8 @@ impl Toolbox for Weather {
         let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
         match args["city"].as_str() {
             Some("Oslo") => ToolOutput::ok("sunny, 21°C"),
+            // A tool that answers with far more than any prompt can hold.
+            Some("Everywhere") => ToolOutput::ok(format!("BEGIN {} END", "rain ".repeat(600_000))),
             Some(city) => ToolOutput::ok(format!("no data for {city}")),
             None => ToolOutput::error("`city` is required"),
         }
@@ -340,4 +342,25 @@ async fn a_worker_that_lost_its_lease_sends_nothing() {
         1,
         "the task stays with its new holder"
     );
+}
+
+#[tokio::test]
+async fn a_huge_tool_result_is_cut_to_its_share_of_the_prompt_budget() {
+    let h = harness(TurnLimits {
+        window: std::sync::Arc::new(herald_agent::ContextWindow::new(4096)),
+        ..TurnLimits::default()
+    })
+    .await;
+    h.model.push(Reply::tool_call("get_weather", json!({"city": "Everywhere"})));
+    h.model.push(Reply::text("Rain, everywhere."));
+    h.exchange("weather everywhere?", "m1").await;
+    assert_eq!(h.sent(), ["Rain, everywhere."]);
+
+    let requests = h.model.requests();
+    let result = &tool_results(&requests[1])[0].1;
+    assert!(result.starts_with("BEGIN ") && result.ends_with(" END"), "start and end are kept");
+    assert!(result.contains("characters cut to fit"), "the cut is said");
+    // 3 MB of output; the whole request stays within a 4,096-token window.
+    let sent = requests[1].to_string().len();
+    assert!(sent < 4096 * 3, "the request was {sent} bytes");
 }

@@ -7,6 +7,7 @@ pub mod app;
 pub mod channels;
 pub mod commands;
 pub mod config;
+pub mod hardening;
 pub mod logging;
 pub mod observability;
 pub mod schedules;
@@ -76,8 +77,22 @@ pub enum Command {
 }
 
 /// Parses the command line and runs the command: what `main` does.
+///
+/// The configuration is read before the async runtime starts, so the
+/// variables it read can be removed from the environment while the process
+/// is still single-threaded ([`hardening`]).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    hardening::keep_memory_private();
+    let config = match &cli.command {
+        Command::Skills {
+            command: commands::skills::SkillsCommand::Validate { .. },
+        } => None,
+        _ => Some(config::Config::load(&cli.config)),
+    };
+    if let Some(Ok(config)) = &config {
+        hardening::forget_environment(&config.environment);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -85,7 +100,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(commands::dispatch(cli.config, cli.command)) {
+    match runtime.block_on(commands::dispatch(cli.config, config, cli.command)) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");

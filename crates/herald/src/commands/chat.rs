@@ -35,7 +35,6 @@ pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode
     let filter = ClaimFilter::conversation(conversation.id.clone());
     // One conversation is served in order, so one worker is all it can use.
     let pool = WorkerPool::start(agent.clone(), filter.clone(), 1);
-    let queue = app.storage.queue();
     let interrupted = shutdown::on_signal();
 
     let interactive = std::io::stdin().is_terminal();
@@ -45,18 +44,43 @@ pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode
             conversation.id
         );
     }
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    // Whatever happens while reading and waiting, the worker gives its
+    // lease back and the store closes before the command returns.
+    let result = converse(&app, &user, &filter, &interrupted, &mut finished).await;
+    pool.shutdown(app.config.agent.drain_timeout).await;
+    app.storage.close().await;
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Queues each line of stdin, then waits until every unfinished task of the
+/// conversation is done (or the user interrupts).
+async fn converse(
+    app: &App,
+    user: &str,
+    filter: &ClaimFilter,
+    interrupted: &tokio_util::sync::CancellationToken,
+    finished: &mut tokio::sync::broadcast::Receiver<herald_agent::TaskFinished>,
+) -> Result<()> {
+    let queue = app.storage.queue();
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut line = Vec::new();
     loop {
-        let line = tokio::select! {
-            line = lines.next_line() => line.context("reading stdin")?,
+        line.clear();
+        let read = tokio::select! {
+            read = stdin.read_until(b'\n', &mut line) => read.context("reading stdin")?,
             _ = interrupted.cancelled() => break,
         };
-        let Some(line) = line else { break };
-        let text = line.trim();
+        if read == 0 {
+            break;
+        }
+        // Bytes that are not UTF-8 (a binary paste, a wrong terminal
+        // encoding) become U+FFFD rather than ending the conversation.
+        let decoded = String::from_utf8_lossy(&line);
+        let text = decoded.trim();
         if text.is_empty() {
             continue;
         }
-        let message = local::inbound(&user, text, uuid::Uuid::new_v4().to_string(), app.clock.now());
+        let message = local::inbound(user, text, uuid::Uuid::new_v4().to_string(), app.clock.now());
         queue
             .enqueue(NewTask::message(message))
             .await
@@ -64,7 +88,7 @@ pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode
     }
 
     // Wait for every unfinished task of this conversation, then stop.
-    while !interrupted.is_cancelled() && queue.pending(&filter).await.context("reading the queue")? > 0 {
+    while !interrupted.is_cancelled() && queue.pending(filter).await.context("reading the queue")? > 0 {
         tokio::select! {
             _ = finished.recv() => {}
             _ = interrupted.cancelled() => {}
@@ -73,9 +97,7 @@ pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
-    pool.shutdown(app.config.agent.drain_timeout).await;
-    app.storage.close().await;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn os_user_name() -> String {

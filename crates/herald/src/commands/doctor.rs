@@ -9,9 +9,9 @@ use anyhow::Result;
 use herald_core::SystemClock;
 
 use crate::app::{App, install_crypto_provider, open_storage, redact_url};
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 
-pub async fn doctor(config_path: &Path) -> Result<ExitCode> {
+pub async fn doctor(config_path: &Path, loaded: Result<Config, ConfigError>) -> Result<ExitCode> {
     install_crypto_provider();
     let mut failures = 0;
     let mut report = |ok: bool, item: &str, detail: String| {
@@ -20,7 +20,20 @@ pub async fn doctor(config_path: &Path) -> Result<ExitCode> {
         }
         println!("{} {item}: {detail}", if ok { "ok  " } else { "FAIL" });
     };
-    let config = match Config::load(config_path) {
+    let config = match loaded {
+        Ok(config) if !config.exposed_secrets.is_empty() => {
+            report(
+                false,
+                "config",
+                format!(
+                    "{} can be read by other users and holds secrets in {}: run chmod 600 on it, or move them \
+                     into the environment",
+                    config_path.display(),
+                    config.exposed_secrets.join(", ")
+                ),
+            );
+            config
+        }
         Ok(config) => {
             report(true, "config", config_path.display().to_string());
             config

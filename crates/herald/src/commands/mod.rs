@@ -16,20 +16,34 @@ use anyhow::Result;
 
 use crate::Command;
 use crate::app::{App, open_storage};
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::logging;
 
-pub async fn dispatch(config_path: PathBuf, command: Command) -> Result<ExitCode> {
-    if let Command::Doctor = command {
-        return doctor::doctor(&config_path).await;
-    }
+/// Runs `command` with the configuration `main` loaded (`None` for the
+/// commands that need none).
+pub async fn dispatch(
+    config_path: PathBuf,
+    loaded: Option<Result<Config, ConfigError>>,
+    command: Command,
+) -> Result<ExitCode> {
     if let Command::Skills {
         command: skills::SkillsCommand::Validate { paths },
     } = &command
     {
         return Ok(skills::validate(paths));
     }
-    let config = Config::load(&config_path)?;
+    let loaded = loaded.unwrap_or_else(|| Config::load(&config_path));
+    if let Command::Doctor = command {
+        return doctor::doctor(&config_path, loaded).await;
+    }
+    let config = loaded?;
+    for key in &config.exposed_secrets {
+        eprintln!(
+            "warning: {} can be read by other users and holds a secret in `{key}`: \
+             run chmod 600 on it, or move the secret into the environment (${{VAR}})",
+            config_path.display()
+        );
+    }
     match command {
         Command::Run { role } => {
             logging::init(&config.log, None);

@@ -20,7 +20,7 @@ pub struct ExpandError {
 /// Expands every `${…}` in `text`, asking `lookup` for variables.
 pub fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(text.len());
-    let mut keys = KeyTracker::default();
+    let mut keys = KeyPaths::default();
     for (index, line) in text.split_inclusive('\n').enumerate() {
         keys.observe(line);
         let fail = |message: String| ExpandError {
@@ -99,12 +99,13 @@ fn utf8_len(first: u8) -> usize {
 
 /// Follows indentation to know which key path a line is under.
 #[derive(Default)]
-struct KeyTracker {
+pub struct KeyPaths {
     stack: Vec<(usize, String)>,
 }
 
-impl KeyTracker {
-    fn observe(&mut self, line: &str) {
+impl KeyPaths {
+    /// Takes in the next line of the file.
+    pub fn observe(&mut self, line: &str) {
         let trimmed = line.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             return;
@@ -128,7 +129,8 @@ impl KeyTracker {
         self.stack.push((indent, key.to_owned()));
     }
 
-    fn path(&self) -> String {
+    /// The dotted key path of the last line observed, such as `llm.api_key`.
+    pub fn path(&self) -> String {
         self.stack
             .iter()
             .map(|(_, key)| key.as_str())

@@ -45,6 +45,14 @@ pub struct Config {
     pub log: LogConfig,
     #[serde(default)]
     pub observability: crate::observability::ObservabilityConfig,
+    /// The environment variables the file read (`${VAR}`), which Herald
+    /// removes from its own environment once they are loaded.
+    #[serde(skip)]
+    pub environment: Vec<String>,
+    /// Keys that hold a secret written into the file itself, when the file
+    /// is readable by other users (see [`exposed_secrets`]).
+    #[serde(skip)]
+    pub exposed_secrets: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -110,6 +118,9 @@ impl Config {
             },
         })?;
         let mut config = Self::parse(path, &text, |name| std::env::var(name).ok())?;
+        if readable_by_others(path) {
+            config.exposed_secrets = exposed_secrets(&text);
+        }
         // Relative skill folders and the heartbeat checklist are relative to
         // the config file, wherever Herald is started from.
         let base = path
@@ -124,27 +135,39 @@ impl Config {
     }
 
     pub fn parse(path: &Path, text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let expanded = env::expand(text, lookup).map_err(|err| ConfigError {
+        // The values read from the environment, so no error echoes one.
+        let read = std::cell::RefCell::new(Vec::<(String, String)>::new());
+        let expanded = env::expand(text, |name| {
+            let value = lookup(name);
+            if let Some(value) = &value {
+                read.borrow_mut().push((name.to_owned(), value.clone()));
+            }
+            value
+        })
+        .map_err(|err| ConfigError {
             file: path.to_owned(),
             line: Some(err.line),
             key: Some(err.key),
             message: err.message,
         })?;
+        let read = read.into_inner();
         if expanded.trim().is_empty() {
             return Ok(Config::default());
         }
         let deserializer = serde_yaml::Deserializer::from_str(&expanded);
-        let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|err| {
+        let mut config: Config = serde_path_to_error::deserialize(deserializer).map_err(|err| {
             let key = err.path().to_string();
             let inner = err.into_inner();
             let line = inner.location().map(|l| l.line());
             ConfigError {
                 file: path.to_owned(),
                 line,
-                message: strip_path(&strip_location(&inner.to_string()), &key),
+                message: hide_values(&strip_path(&strip_location(&inner.to_string()), &key), &read),
                 key: Some(key).filter(|k| k != "."),
             }
         })?;
+        config.environment = read.into_iter().map(|(name, _)| name).collect();
+        config.environment.dedup();
         config.check().map_err(|(key, message)| ConfigError {
             file: path.to_owned(),
             line: line_of_key(text, key),
@@ -192,6 +215,62 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `message` with every value read from the environment replaced by the
+/// `${VAR}` it came from: a value is often a secret, and a type error would
+/// otherwise quote it.
+fn hide_values(message: &str, read: &[(String, String)]) -> String {
+    let mut message = message.to_owned();
+    let mut values: Vec<&(String, String)> = read.iter().filter(|(_, value)| value.chars().count() >= 4).collect();
+    // Longest first, so a value inside another is not replaced half.
+    values.sort_by_key(|(_, value)| std::cmp::Reverse(value.len()));
+    for (name, value) in values {
+        message = message.replace(value.as_str(), &format!("${{{name}}}"));
+    }
+    message
+}
+
+/// Keys whose values are credentials.
+const SECRET_KEYS: [&str; 7] = [
+    "api_key",
+    "token",
+    "bot_token",
+    "app_token",
+    "signing_secret",
+    "secret",
+    "password",
+];
+
+/// The keys of `text` that hold a secret written out in the file rather
+/// than read from the environment (`${VAR}`).
+pub fn exposed_secrets(text: &str) -> Vec<String> {
+    let mut keys = env::KeyPaths::default();
+    let mut found = Vec::new();
+    for line in text.lines() {
+        keys.observe(line);
+        let content = line.trim_start().trim_start_matches("- ");
+        let Some((key, value)) = content.split_once(':') else {
+            continue;
+        };
+        let key = key.trim();
+        let value = value
+            .split(" #")
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches(|c| c == '"' || c == '\'');
+        if SECRET_KEYS.contains(&key) && !value.is_empty() && !value.contains("${") {
+            found.push(keys.path());
+        }
+    }
+    found
+}
+
+/// Whether users other than the owner may read the file.
+fn readable_by_others(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o044 != 0)
 }
 
 /// serde_yaml appends " at line L column C"; the line is reported separately.

@@ -118,3 +118,44 @@ fn heartbeat_and_schedules_are_read_and_checked() {
         assert!(err.contains(expected), "{text:?}: {err}");
     }
 }
+
+#[test]
+fn an_error_about_a_value_from_the_environment_names_the_variable_never_the_value() {
+    let err = Config::parse(Path::new("herald.yaml"), "llm:\n  max_retries: ${RETRIES}\n", |name| {
+        (name == "RETRIES").then(|| "sk-live-very-secret".to_owned())
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(!err.contains("sk-live-very-secret"), "{err}");
+    assert!(err.contains("${RETRIES}") && err.contains("`llm.max_retries`"), "{err}");
+}
+
+#[test]
+fn the_variables_a_file_read_are_remembered_for_removal() {
+    let config = Config::parse(
+        Path::new("herald.yaml"),
+        "llm:\n  api_key: \"${OPENAI_API_KEY}\"\n  model: ${MODEL:-gpt-4o-mini}\n",
+        |name| (name == "OPENAI_API_KEY").then(|| "sk-test".to_owned()),
+    )
+    .unwrap();
+    assert_eq!(config.environment, ["OPENAI_API_KEY"]);
+}
+
+#[test]
+fn secrets_written_into_the_file_are_found() {
+    let text = "llm:\n  api_key: sk-literal # oops\n  model: gpt\nchannels:\n  telegram:\n    token: \"${TELEGRAM_BOT_TOKEN}\"\n  email:\n    imap:\n      password: 'hunter2'\n    smtp:\n      password: \"\"\n";
+    assert_eq!(exposed_secrets(text), ["llm.api_key", "channels.email.imap.password"]);
+    assert!(exposed_secrets("llm:\n  api_key: \"${KEY}\"\n").is_empty());
+}
+
+#[test]
+fn a_file_others_can_read_is_checked_for_secrets_written_into_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.yaml");
+    std::fs::write(&path, "llm:\n  api_key: sk-literal\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(Config::load(&path).unwrap().exposed_secrets, ["llm.api_key"]);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(Config::load(&path).unwrap().exposed_secrets.is_empty());
+}

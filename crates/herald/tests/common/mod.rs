@@ -35,6 +35,8 @@ impl Herald {
             base = model.base_url(),
         );
         std::fs::write(&config, text).expect("write config");
+        // It holds a (test) API key: private, as the doctor asks of real ones.
+        std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod config");
         Self { dir, model, config }
     }
 

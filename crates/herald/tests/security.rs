@@ -1,0 +1,118 @@
+//! Attacks on what the `herald` binary itself promises, end to end: secrets
+//! stay out of messages and files, hostile input on stdin loses nothing.
+//! (The skill registry's and the channels' attack suites are beside this
+//! file: `security_skills.rs`, `security_channels.rs`.)
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+
+use common::{Herald, reply_texts, stderr};
+use tokio::io::AsyncWriteExt;
+
+const CANARY: &str = "sk-canary-7d1e9b";
+
+#[tokio::test]
+async fn a_config_type_error_names_the_variable_and_never_echoes_its_value() {
+    let herald = Herald::start("").await;
+    let config = std::fs::read_to_string(&herald.config).unwrap();
+    std::fs::write(
+        &herald.config,
+        config.replace("max_retries: 1", "max_retries: ${HERALD_CANARY}"),
+    )
+    .unwrap();
+    let output = herald
+        .command(&["chat", "--user", "ann"])
+        .env("HERALD_CANARY", CANARY)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(!err.contains(CANARY), "the secret was printed: {err}");
+    assert!(
+        err.contains("${HERALD_CANARY}") && err.contains("llm.max_retries"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn doctor_never_prints_a_password_in_the_model_url() {
+    let herald = Herald::start("").await;
+    let base = herald.model.base_url();
+    let with_password = base.replacen("http://", &format!("http://herald:{CANARY}@"), 1);
+    let config = std::fs::read_to_string(&herald.config).unwrap();
+    std::fs::write(&herald.config, config.replace(&base, &with_password)).unwrap();
+    let output = herald
+        .command(&["doctor"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    let printed = format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(&output));
+    assert!(!printed.contains(CANARY), "{printed}");
+    assert!(printed.contains("herald:***@"), "the URL is shown, redacted: {printed}");
+}
+
+#[tokio::test]
+async fn a_config_others_can_read_with_a_secret_in_it_is_reported() {
+    let herald = Herald::start("").await;
+    std::fs::set_permissions(&herald.config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let output = herald
+        .command(&["doctor"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    let line = report.lines().find(|l| l.contains("config")).unwrap_or_default();
+    assert!(
+        line.starts_with("FAIL") && line.contains("llm.api_key") && line.contains("chmod 600"),
+        "{report}"
+    );
+    assert!(!report.contains("test-key"), "the secret itself is not shown: {report}");
+
+    let chat = herald.chat("ann", "hi\n").await;
+    assert!(
+        stderr(&chat).contains("can be read by other users"),
+        "{}",
+        stderr(&chat)
+    );
+
+    std::fs::set_permissions(&herald.config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let chat = herald.chat("ann", "hi\n").await;
+    assert!(
+        !stderr(&chat).contains("can be read by other users"),
+        "{}",
+        stderr(&chat)
+    );
+}
+
+#[tokio::test]
+async fn bytes_that_are_not_utf8_are_read_lossily_and_leave_no_task_behind() {
+    let herald = Herald::start("").await;
+    let mut child = herald.spawn_chat("ann");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"caf\xe9 au lait\n\xff\xfe\nstill here\n")
+        .await
+        .unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().await.unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        reply_texts(&output),
+        [
+            "echo: caf\u{fffd} au lait",
+            "echo: \u{fffd}\u{fffd}",
+            "echo: still here"
+        ]
+    );
+    // Nothing is left leased or queued for the next run to trip over.
+    let again = herald.chat("ann", "").await;
+    assert!(reply_texts(&again).is_empty());
+}
