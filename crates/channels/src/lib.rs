@@ -18,6 +18,7 @@ pub mod email;
 pub mod gateway;
 pub mod local;
 pub mod outbound;
+pub mod retry;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]

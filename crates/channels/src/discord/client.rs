@@ -37,6 +37,7 @@ use super::ratelimit::{RouteLimits, observe, too_many_requests};
 use super::render;
 use crate::chunk::Limit;
 use crate::outbound::PlatformSender;
+use crate::retry::{LOOKUP, Retry, hand_over, reconnect};
 
 /// The intents Herald identifies with. MESSAGE_CONTENT is privileged: it
 /// must be switched on in the developer portal, or the gateway closes with
@@ -255,8 +256,6 @@ pub struct DiscordIngress {
     pub(super) respond_in: HashSet<u64>,
 }
 
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(60);
-
 #[async_trait]
 impl ChannelIngress for DiscordIngress {
     fn channel(&self) -> ChannelName {
@@ -264,23 +263,15 @@ impl ChannelIngress for DiscordIngress {
     }
 
     async fn run(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
-        let mut delay = Duration::from_secs(1);
-        loop {
-            let ended = self.session(sink.as_ref(), &shutdown).await;
-            sink.connected(&ChannelName::new(CHANNEL), false);
-            match ended {
-                Ok(()) => return Ok(()),
-                Err(err @ ChannelError::Fatal(_)) => return Err(err),
-                Err(err) => {
-                    warn!(error = %err, ?delay, "discord gateway session ended; reconnecting");
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = shutdown.cancelled() => return Ok(()),
-                    }
-                    delay = (delay * 2).min(MAX_RECONNECT_DELAY);
-                }
-            }
-        }
+        let channel = ChannelName::new(CHANNEL);
+        reconnect(
+            "the discord gateway session",
+            &channel,
+            sink.as_ref(),
+            &shutdown,
+            || self.session(sink.as_ref(), &shutdown),
+        )
+        .await
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {
@@ -327,7 +318,12 @@ impl DiscordIngress {
         }
     }
 
-    async fn place_of(&self, places: &mut HashMap<u64, Place>, message: &Message) -> Place {
+    async fn place_of(
+        &self,
+        places: &mut HashMap<u64, Place>,
+        message: &Message,
+        shutdown: &CancellationToken,
+    ) -> Place {
         let channel = message.channel_id.get();
         if payload::is_direct(message) {
             return Place::Direct { channel };
@@ -335,16 +331,18 @@ impl DiscordIngress {
         if let Some(place) = places.get(&channel) {
             return *place;
         }
-        for attempt in 1..=3u32 {
+        let mut retry = Retry::new(LOOKUP);
+        loop {
             match self.api.place(channel).await {
                 Ok(place) => {
                     places.insert(channel, place);
                     return place;
                 }
-                Err(ChannelError::RateLimited { retry_after }) => tokio::time::sleep(retry_after).await,
                 Err(err) => {
-                    warn!(error = %err, channel, attempt, "could not look up a discord channel");
-                    tokio::time::sleep(Duration::from_millis(250) * attempt).await;
+                    warn!(error = %err, channel, attempt = retry.failures() + 1, "could not look up a discord channel");
+                    if !retry.wait(err.retry_class(), shutdown).await {
+                        break;
+                    }
                 }
             }
         }
@@ -364,28 +362,14 @@ impl DiscordIngress {
         if !payload::is_for_herald(&message, bot_id) {
             return;
         }
-        let place = self.place_of(places, &message).await;
+        let place = self.place_of(places, &message, shutdown).await;
         let Some(inbound) = payload::inbound(&message, place, bot_id, &self.respond_in) else {
             return;
         };
-        // A message is only safe once the queue has it: keep trying while
-        // the store is unavailable, and take the next one only after.
-        let mut delay = Duration::from_millis(500);
-        loop {
-            match sink.accept(inbound.clone()).await {
-                Ok(admission) => {
-                    debug!(conversation = %inbound.conversation.id, ?admission, "discord message accepted");
-                    return;
-                }
-                Err(err) => {
-                    warn!(error = %err, conversation = %inbound.conversation.id, "could not store a discord message; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = shutdown.cancelled() => return,
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(30));
-                }
-            }
+        // A message is only safe once the queue has it; the next one is
+        // taken only after.
+        if let Some(admission) = hand_over(sink, &inbound, shutdown).await {
+            debug!(conversation = %inbound.conversation.id, ?admission, "discord message accepted");
         }
     }
 }

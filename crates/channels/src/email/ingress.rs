@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::retry::{hand_over, pause, reconnect};
+
 use super::client::{EmailSender, ImapSession, STATE_SCOPE, imap_error, imap_login};
 use super::config::{EmailConfig, ImapConfig, allowed};
 use super::payload::{CHANNEL, Classified, Mail, classify, thread_root, to_inbound};
@@ -57,13 +59,6 @@ pub struct EmailIngress {
 struct Cursor {
     uid_validity: u32,
     last_uid: u32,
-}
-
-async fn pause(delay: Duration, shutdown: &CancellationToken) -> bool {
-    tokio::select! {
-        _ = shutdown.cancelled() => false,
-        _ = tokio::time::sleep(delay) => true,
-    }
 }
 
 impl EmailIngress {
@@ -144,21 +139,12 @@ impl EmailIngress {
             }
         }
         let message = to_inbound(mail, &root, chrono::Utc::now());
-        let mut delay = Duration::from_millis(200);
-        loop {
-            match sink.accept(message.clone()).await {
-                Ok(admission) => {
-                    debug!(message_id = %mail.message_id, ?admission, "mail accepted");
-                    return true;
-                }
-                Err(err) => {
-                    warn!(error = %err, "could not store an incoming mail; it stays unseen");
-                    if !pause(delay, shutdown).await {
-                        return false;
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(30));
-                }
+        match hand_over(sink, &message, shutdown).await {
+            Some(admission) => {
+                debug!(message_id = %mail.message_id, ?admission, "mail accepted");
+                true
             }
+            None => false,
         }
     }
 
@@ -284,22 +270,11 @@ impl ChannelIngress for EmailIngress {
     }
 
     async fn run(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
-        let mut delay = Duration::from_secs(1);
-        loop {
-            let ended = self.session(sink.as_ref(), &shutdown).await;
-            sink.connected(&ChannelName::new(CHANNEL), false);
-            match ended {
-                Ok(()) => return Ok(()),
-                Err(ChannelError::Fatal(reason)) => return Err(ChannelError::Fatal(reason)),
-                Err(err) => {
-                    warn!(error = %err, ?delay, "IMAP connection lost; connecting again");
-                    if !pause(delay, &shutdown).await {
-                        return Ok(());
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(60));
-                }
-            }
-        }
+        let channel = ChannelName::new(CHANNEL);
+        reconnect("the IMAP connection", &channel, sink.as_ref(), &shutdown, || {
+            self.session(sink.as_ref(), &shutdown)
+        })
+        .await
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {

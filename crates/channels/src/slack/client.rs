@@ -40,6 +40,7 @@ use super::payload::{self, Addressing, BotIdentity};
 use super::{CHANNEL, render, signature};
 use crate::chunk::Limit;
 use crate::outbound::PlatformSender;
+use crate::retry::persist;
 
 type Connector = SlackClientHyperConnector<HttpsConnector<HttpConnector>>;
 type Client = SlackClient<Connector>;
@@ -325,21 +326,14 @@ impl SlackIngress {
 
     /// `auth.test` until it answers: a wrong token stops here, an outage waits.
     async fn identity(&self, shutdown: &CancellationToken) -> Result<Option<BotIdentity>, ChannelError> {
-        let mut wait = Duration::from_secs(1);
-        loop {
-            match self.api.identity().await {
-                Ok((identity, description)) => {
-                    info!(bot = %description, "connected to Slack");
-                    return Ok(Some(identity));
-                }
-                Err(ChannelError::Fatal(reason)) => return Err(ChannelError::Fatal(reason)),
-                Err(err) => warn!(error = %err, ?wait, "Slack auth.test failed; trying again"),
-            }
-            tokio::select! {
-                () = tokio::time::sleep(wait) => wait = (wait * 2).min(Duration::from_secs(60)),
-                () = shutdown.cancelled() => return Ok(None),
-            }
-        }
+        let Some((identity, description)) = persist("Slack auth.test", shutdown, || self.api.identity())
+            .await
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        info!(bot = %description, "connected to Slack");
+        Ok(Some(identity))
     }
 
     async fn run_socket_mode(&self, handler: Arc<Handler>, shutdown: CancellationToken) -> Result<(), ChannelError> {
