@@ -9,6 +9,7 @@
 //! [`InboundMessage`]: herald_core::InboundMessage
 
 pub mod access;
+mod built;
 pub mod chunk;
 pub mod config;
 #[cfg(feature = "discord")]
@@ -23,3 +24,5 @@ pub mod retry;
 pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
+
+pub use built::Built;

@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use herald_channels::telegram::{self, Telegram, TelegramConfig};
+use herald_channels::Built;
+use herald_channels::telegram::{self, TelegramConfig};
 use herald_core::{
-    Admission, ChannelIngress, ChannelOutbound, ConversationStore, Enqueued, InboundMessage, InboundSink, ManualClock,
-    OutboundMessage, StoreError, TaskId,
+    Admission, ConversationStore, Enqueued, InboundMessage, InboundSink, ManualClock, OutboundMessage, StoreError,
+    TaskId,
 };
 use herald_store::{QueueConfig, Storage, StorageConfig};
 use herald_testkit::telegram::{BOT_ID, FORUM_CHAT, FakeTelegram};
@@ -88,12 +89,12 @@ fn config(yaml: &str) -> TelegramConfig {
     serde_yaml::from_str(yaml).unwrap_or_else(|err| panic!("{err}\n{yaml}"))
 }
 
-fn build(yaml: &str, store: Arc<dyn ConversationStore>) -> Telegram {
+fn build(yaml: &str, store: Arc<dyn ConversationStore>) -> Built {
     telegram::build(&config(yaml), Some(store)).expect("valid telegram config")
 }
 
 /// Runs the ingress in the background until the returned token is cancelled.
-fn run(channel: &Telegram, sink: Arc<RecordingSink>) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+fn run(channel: &Built, sink: Arc<RecordingSink>) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();
     let ingress = channel.ingress.clone();
     let token = stop.clone();

@@ -26,17 +26,12 @@ pub use config::{EmailConfig, Tls};
 pub use ingress::EmailIngress;
 pub use payload::CHANNEL;
 
+use crate::Built;
 use crate::outbound::{Delivery, Rate, RateLimits};
-
-/// Both halves of the email channel, not yet connected.
-pub struct Email {
-    pub outbound: Arc<Delivery<EmailSender>>,
-    pub ingress: Arc<EmailIngress>,
-}
 
 /// Builds the channel from its configuration. `store` keeps the mailbox
 /// cursor and the thread map; without one (`herald doctor`) nothing is kept.
-pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Email, ChannelError> {
+pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Built, ChannelError> {
     if let Err((key, message)) = config.check() {
         return Err(ChannelError::Fatal(format!("{key}: {message}")));
     }
@@ -52,5 +47,5 @@ pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) ->
     };
     let outbound = Arc::new(Delivery::new(sender.clone(), &limits));
     let ingress = Arc::new(EmailIngress::new(config, store, sender));
-    Ok(Email { outbound, ingress })
+    Ok(Built { outbound, ingress })
 }

@@ -184,5 +184,4 @@ pub fn to_inbound(mail: &Mail, root: &str, received_at: Timestamp) -> InboundMes
 }
 
 #[cfg(test)]
-#[path = "payload_tests.rs"]
 mod tests;
