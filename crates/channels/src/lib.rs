@@ -11,6 +11,7 @@
 pub mod access;
 mod built;
 pub mod chunk;
+pub mod clean;
 pub mod config;
 #[cfg(feature = "discord")]
 pub mod discord;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use herald_channels::Built;
+use herald_channels::access::PairingReplies;
 use herald_channels::config::ChannelsConfig;
 use herald_channels::gateway::Gateway;
 use herald_core::{Admins, ChannelIngress, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, Outbound};
@@ -26,6 +27,9 @@ pub struct Channels {
 /// adapters keep their progress (Telegram's update offset); `None` when only
 /// probing (`herald doctor`).
 pub fn build(config: &ChannelsConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Channels> {
+    if let Err((key, message)) = config.check() {
+        anyhow::bail!("{key}: {message}");
+    }
     let mut built: Vec<Built> = Vec::new();
     if let Some(discord) = &config.discord {
         built.push(herald_channels::discord::build(discord).context("channels.discord")?);
@@ -55,6 +59,8 @@ pub fn gateway(app: &App, outbound: Outbound, status: ChannelStatus) -> Arc<dyn 
         outbound,
         admins: Admins::new(app.config.admins.iter().cloned()),
         access: app.config.access.clone(),
+        max_message_chars: app.config.channels.max_message_chars,
+        pairing_replies: PairingReplies::new(app.config.access.pairing_replies_per_hour),
         clock: app.clock.clone(),
         status,
     })
