@@ -10,14 +10,21 @@
 #![no_main]
 
 use chrono::DateTime;
-use herald_channels::email::payload::{CHANNEL, Classified, classify, thread_root, to_inbound};
+use herald_channels::email::payload::{CHANNEL, Classified, Reading, classify, thread_root, to_inbound};
 use herald_fuzz::assert_normalized;
 use libfuzzer_sys::fuzz_target;
 
 const OWN: &str = "herald@example.com";
 
 fuzz_target!(|data: &[u8]| {
-    let Classified::Mail(mail) = classify(data, OWN, "1.7@imap") else {
+    let Classified::Mail(mail) = classify(
+        data,
+        Reading {
+            own: OWN,
+            trusted_authserv_id: Some("mx.example.com"),
+        },
+        "1.7@imap",
+    ) else {
         return;
     };
     assert_ne!(mail.from, OWN);

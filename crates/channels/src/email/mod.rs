@@ -1,6 +1,8 @@
 //! Email: mail read over IMAP (IDLE or polling), answered over SMTP.
 //!
 //! - [`config`]: `channels.email` in herald.yaml.
+//! - [`auth`]: whether `From` is authenticated, from the trusted server's
+//!   `Authentication-Results` (pure).
 //! - [`payload`]: raw mail -> [`InboundMessage`](herald_core::InboundMessage) (pure).
 //! - [`render`]: reply -> a threaded mail (pure).
 //! - [`client`]: IMAP login (plain, TLS, STARTTLS) and the SMTP sender.
@@ -11,6 +13,7 @@
 //! References start with that id) continues it. The Message-ID is the dedup
 //! key, so a mail read twice (a restart, a UIDVALIDITY change) is answered once.
 
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod ingress;

@@ -129,7 +129,8 @@ fn only_the_trusted_servers_topmost_results_vouch_for_the_from_domain() {
 
 #[test]
 fn without_a_trusted_server_nothing_is_authenticated() {
-    let head = fields("Authentication-Results: mx.example.net; dmarc=pass header.from=example.com\nFrom: a@example.com");
+    let head =
+        fields("Authentication-Results: mx.example.net; dmarc=pass header.from=example.com\nFrom: a@example.com");
     assert_eq!(verdict(&head, None, "example.com"), Verdict::Unverified);
     assert_eq!(verdict(&head, Some("  "), "example.com"), Verdict::Unverified);
     assert_eq!(verdict(&head, Some(TRUSTED), "example.com"), Verdict::Authenticated);
