@@ -25,7 +25,7 @@ use tracing::{debug, info, warn};
 use crate::retry::{PERSIST, Retry, hand_over, persist};
 
 use super::client::TelegramApi;
-use super::config::{TelegramMode, WebhookConfig};
+use super::config::{TelegramMode, WebhookConfig, generate_webhook_secret};
 use super::payload::{BotIdentity, CHANNEL, Classified, PayloadRules, classify};
 
 /// Where polling progress is kept in the store's state.
@@ -43,7 +43,7 @@ impl From<&WebhookConfig> for WebhookSettings {
         Self {
             listen: config.listen,
             url: config.url.clone(),
-            secret: config.secret.clone(),
+            secret: config.secret.clone().unwrap_or_else(generate_webhook_secret),
         }
     }
 }
