@@ -186,6 +186,22 @@ async fn doctor_checks_the_imap_login_and_the_smtp_server_without_printing_the_p
     let setup = Setup::new().await;
     let report = doctor(setup.config.clone()).await;
     assert!(report.contains("ok   channel email: herald@example.test"), "{report}");
+    assert!(
+        report.contains("senders authenticated by mail.example.test"),
+        "{report}"
+    );
+
+    // Without a trusted server doctor says what that means.
+    let untrusted = std::fs::read_to_string(&setup.config)
+        .unwrap()
+        .replace("    trusted_authserv_id: mail.example.test\n", "");
+    let path = setup.config.with_file_name("untrusted.yaml");
+    std::fs::write(&path, untrusted).unwrap();
+    let report = doctor(path).await;
+    assert!(
+        report.contains("warning: channels.email.trusted_authserv_id is not set"),
+        "{report}"
+    );
 
     let wrong = std::fs::read_to_string(&setup.config)
         .unwrap()
