@@ -36,10 +36,13 @@ fuzz_target!(|data: &[u8]| {
     let received_at = DateTime::from_timestamp(1_735_689_600, 0).expect("a valid time");
     let message = to_inbound(&mail, root, received_at);
     assert_normalized(&message, CHANNEL);
-    assert_eq!(
-        message.conversation.id.as_str(),
-        format!("{CHANNEL}:{}/{root}", mail.from)
-    );
+    let sender = if mail.authenticated {
+        mail.from.clone()
+    } else {
+        format!("unverified:{}", mail.from)
+    };
+    assert_eq!(message.conversation.id.as_str(), format!("{CHANNEL}:{sender}/{root}"));
+    assert_eq!(message.sender.id.is_verified(), mail.authenticated);
     assert_eq!(message.conversation.thread.as_deref(), Some(root));
     assert_eq!(message.platform_message_id, mail.message_id);
     assert!(message.mentions_bot);

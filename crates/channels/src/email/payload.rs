@@ -184,20 +184,24 @@ pub fn to_inbound(mail: &Mail, root: &str, received_at: Timestamp) -> InboundMes
     if !mail.subject.is_empty() && mail.in_reply_to.is_none() && !mail.text.starts_with('/') {
         text = format!("Subject: {}\n\n{text}", mail.subject);
     }
+    let sender = if mail.authenticated {
+        ActorId::on(&channel, &mail.from)
+    } else {
+        ActorId::unverified(&channel, &mail.from)
+    };
+    // The conversation is the sender's as Herald knows them: a forged From
+    // does not write into the real sender's thread (and history).
+    let conversation = sender.as_str().trim_start_matches(&format!("{CHANNEL}:")).to_owned();
     InboundMessage {
         conversation: ConversationRef {
-            id: ConversationId::new(format!("{CHANNEL}:{}/{root}", mail.from)),
+            id: ConversationId::new(format!("{CHANNEL}:{conversation}/{root}")),
             channel: channel.clone(),
             kind: ConversationKind::Direct,
             chat: mail.from.clone(),
             thread: Some(root.to_owned()),
         },
         sender: Sender {
-            id: if mail.authenticated {
-                ActorId::on(&channel, &mail.from)
-            } else {
-                ActorId::unverified(&channel, &mail.from)
-            },
+            id: sender,
             display_name: mail.display_name.clone(),
         },
         text,

@@ -49,6 +49,15 @@ fn a_plain_mail_becomes_a_message_without_its_signature() {
     assert!(!claimed.authenticated);
     let read = to_inbound(&claimed, thread_root(&claimed), chrono::Utc::now());
     assert_eq!(read.sender.id.as_str(), "email:unverified:alice@example.com");
+    assert_eq!(
+        read.conversation.id.as_str(),
+        "email:unverified:alice@example.com/first@alice.example",
+        "not Alice's conversation"
+    );
+    assert_eq!(
+        read.conversation.chat, "alice@example.com",
+        "answers still go to the address"
+    );
     assert!(!read.sender.id.is_verified());
 
     // A command in the body is not hidden behind the subject.
