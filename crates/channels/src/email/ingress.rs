@@ -9,6 +9,7 @@
 //! answered twice; a changed UIDVALIDITY re-reads the unseen mail the same way.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_imap::types::UnsolicitedResponse;
@@ -56,6 +57,8 @@ pub struct EmailIngress {
     pub store: Option<Arc<dyn ConversationStore>>,
     /// For `probe`: the SMTP side is checked too.
     pub smtp: Arc<EmailSender>,
+    /// Whether the missing `trusted_authserv_id` was logged already.
+    warned_untrusted: AtomicBool,
 }
 
 /// How far this mailbox has been read.
@@ -84,6 +87,7 @@ impl EmailIngress {
             max_message_bytes: config.max_message_bytes,
             store,
             smtp,
+            warned_untrusted: AtomicBool::new(false),
         }
     }
 
@@ -352,7 +356,7 @@ impl ChannelIngress for EmailIngress {
     }
 
     async fn run(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
-        if self.trusted_authserv_id.is_none() {
+        if self.trusted_authserv_id.is_none() && !self.warned_untrusted.swap(true, Ordering::Relaxed) {
             warn!("{NO_TRUSTED_SERVER}");
         }
         let channel = ChannelName::new(CHANNEL);
