@@ -10,14 +10,21 @@
 #![no_main]
 
 use chrono::DateTime;
-use herald_channels::email::payload::{CHANNEL, Classified, classify, thread_root, to_inbound};
+use herald_channels::email::payload::{CHANNEL, Classified, Reading, classify, thread_root, to_inbound};
 use herald_fuzz::assert_normalized;
 use libfuzzer_sys::fuzz_target;
 
 const OWN: &str = "herald@example.com";
 
 fuzz_target!(|data: &[u8]| {
-    let Classified::Mail(mail) = classify(data, OWN, "1.7@imap") else {
+    let Classified::Mail(mail) = classify(
+        data,
+        Reading {
+            own: OWN,
+            trusted_authserv_id: Some("mx.example.com"),
+        },
+        "1.7@imap",
+    ) else {
         return;
     };
     assert_ne!(mail.from, OWN);
@@ -29,10 +36,13 @@ fuzz_target!(|data: &[u8]| {
     let received_at = DateTime::from_timestamp(1_735_689_600, 0).expect("a valid time");
     let message = to_inbound(&mail, root, received_at);
     assert_normalized(&message, CHANNEL);
-    assert_eq!(
-        message.conversation.id.as_str(),
-        format!("{CHANNEL}:{}/{root}", mail.from)
-    );
+    let sender = if mail.authenticated {
+        mail.from.clone()
+    } else {
+        format!("unverified:{}", mail.from)
+    };
+    assert_eq!(message.conversation.id.as_str(), format!("{CHANNEL}:{sender}/{root}"));
+    assert_eq!(message.sender.id.is_verified(), mail.authenticated);
     assert_eq!(message.conversation.thread.as_deref(), Some(root));
     assert_eq!(message.platform_message_id, mail.message_id);
     assert!(message.mentions_bot);

@@ -4,7 +4,15 @@
 //!
 //! The rules are pure ([`decide`]); the pairing codes and approved senders are
 //! kept in the store's state so they survive restarts.
+//!
+//! A sender whose identity is unverified ([`ActorId::is_verified`]: mail
+//! that no trusted server authenticated) is never an admin, never approved,
+//! and never offered a code: approving a forgeable identity would let in
+//! whoever forges it, and the code would be mailed to an address the sender
+//! only claimed.
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use herald_core::{ActorId, Admins, ConversationStore, StoreError, Timestamp};
@@ -19,6 +27,9 @@ pub struct AccessConfig {
     /// How long a pairing code can be approved.
     #[serde(with = "herald_core::duration::serde")]
     pub pairing_code_ttl: Duration,
+    /// How many pairing replies one process sends in an hour, all senders
+    /// together; beyond it unknown senders are not answered.
+    pub pairing_replies_per_hour: u32,
 }
 
 impl Default for AccessConfig {
@@ -26,6 +37,7 @@ impl Default for AccessConfig {
         Self {
             unknown: UnknownSenders::Pair,
             pairing_code_ttl: Duration::from_secs(3600),
+            pairing_replies_per_hour: 30,
         }
     }
 }
@@ -49,13 +61,46 @@ pub enum Decision {
 
 /// The local channel is whoever sits at this machine's terminal: trusted.
 pub fn decide(sender: &ActorId, admins: &Admins, approved: bool, config: &AccessConfig) -> Decision {
-    if admins.contains(sender) || approved || sender.as_str().starts_with("local:") {
+    let verified = sender.is_verified();
+    if admins.contains(sender) || (approved && verified) || sender.as_str().starts_with("local:") {
         return Decision::Allow;
     }
     match config.unknown {
         UnknownSenders::Allow => Decision::Allow,
         UnknownSenders::Deny => Decision::Deny,
+        UnknownSenders::Pair if !verified => Decision::Deny,
         UnknownSenders::Pair => Decision::OfferPairing,
+    }
+}
+
+/// How many pairing replies may still go out: at most `per_hour` in any
+/// hour, counted by the gateway's clock.
+#[derive(Debug)]
+pub struct PairingReplies {
+    per_hour: u32,
+    sent: Mutex<VecDeque<Timestamp>>,
+}
+
+impl PairingReplies {
+    pub fn new(per_hour: u32) -> Self {
+        Self {
+            per_hour,
+            sent: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Takes one reply from the budget at `now`; `false` when it is used up.
+    pub fn try_take(&self, now: Timestamp) -> bool {
+        let mut sent = self.sent.lock().expect("pairing replies lock");
+        let hour_ago = now - chrono::Duration::hours(1);
+        while sent.front().is_some_and(|at| *at <= hour_ago) {
+            sent.pop_front();
+        }
+        if sent.len() >= self.per_hour as usize {
+            return false;
+        }
+        sent.push_back(now);
+        true
     }
 }
 
@@ -75,8 +120,22 @@ pub struct Pairing<'a> {
 }
 
 impl Pairing<'_> {
+    /// Whether an admin approved `actor`; never for an unverified actor.
     pub async fn is_approved(&self, actor: &ActorId) -> Result<bool, StoreError> {
+        if !actor.is_verified() {
+            return Ok(false);
+        }
         Ok(self.store.get_state(APPROVED_SCOPE, actor.as_str()).await?.is_some())
+    }
+
+    /// The code `actor` was given and that is still pending, if any.
+    pub async fn pending_code_of(&self, actor: &ActorId, now: Timestamp) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .pending(now)
+            .await?
+            .into_iter()
+            .find(|(_, request)| &request.actor == actor)
+            .map(|(code, _)| code))
     }
 
     /// The sender's pending code, or a new one. The same sender writing again
@@ -155,7 +214,11 @@ mod tests {
 
     #[test]
     fn decisions_follow_the_table() {
-        let admins = Admins::new([ActorId::new("telegram:1")]);
+        let admins = Admins::new([
+            ActorId::new("telegram:1"),
+            ActorId::new("email:alice@example.com"),
+            ActorId::new("email:unverified:alice@example.com"),
+        ]);
         let config = |unknown| AccessConfig {
             unknown,
             ..AccessConfig::default()
@@ -169,6 +232,27 @@ mod tests {
             ("local:anyone", false, UnknownSenders::Deny, Decision::Allow),
             // An id that merely looks like an admin's on another channel is not one.
             ("discord:1", false, UnknownSenders::Deny, Decision::Deny),
+            // A sender who only claims an identity: never an admin, never
+            // approved, never sent a code; served only when everyone is.
+            (
+                "email:unverified:alice@example.com",
+                true,
+                UnknownSenders::Pair,
+                Decision::Deny,
+            ),
+            (
+                "email:unverified:alice@example.com",
+                true,
+                UnknownSenders::Deny,
+                Decision::Deny,
+            ),
+            (
+                "email:unverified:alice@example.com",
+                false,
+                UnknownSenders::Allow,
+                Decision::Allow,
+            ),
+            ("email:alice@example.com", false, UnknownSenders::Deny, Decision::Allow),
         ] {
             assert_eq!(
                 decide(&ActorId::new(sender), &admins, approved, &config(unknown)),
@@ -176,6 +260,19 @@ mod tests {
                 "{sender}"
             );
         }
+    }
+
+    #[test]
+    fn the_pairing_reply_budget_refills_after_an_hour() {
+        use chrono::TimeZone;
+        let start = chrono::Utc.with_ymd_and_hms(2026, 1, 1, 9, 0, 0).unwrap();
+        let budget = PairingReplies::new(2);
+        let minutes = |m| start + chrono::Duration::minutes(m);
+        let taken: Vec<bool> = [0, 10, 20, 59, 61, 70, 71]
+            .into_iter()
+            .map(|m| budget.try_take(minutes(m)))
+            .collect();
+        assert_eq!(taken, [true, true, false, false, true, true, false]);
     }
 
     #[test]

@@ -3,9 +3,13 @@
 
 use serde::Deserialize;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {
+    /// Inbound texts longer than this many characters are cut (with a
+    /// marker) before anything reads them, on every channel.
+    #[serde(default = "default_max_message_chars")]
+    pub max_message_chars: usize,
     #[cfg(feature = "email")]
     #[serde(default)]
     pub email: Option<crate::email::EmailConfig>,
@@ -20,7 +24,35 @@ pub struct ChannelsConfig {
     pub slack: Option<crate::slack::SlackConfig>,
 }
 
+fn default_max_message_chars() -> usize {
+    crate::clean::DEFAULT_MAX_MESSAGE_CHARS
+}
+
+impl Default for ChannelsConfig {
+    fn default() -> Self {
+        Self {
+            max_message_chars: default_max_message_chars(),
+            #[cfg(feature = "email")]
+            email: None,
+            #[cfg(feature = "discord")]
+            discord: None,
+            #[cfg(feature = "telegram")]
+            telegram: None,
+            #[cfg(feature = "slack")]
+            slack: None,
+        }
+    }
+}
+
 impl ChannelsConfig {
+    /// Rules the types do not express, as `(key, message)`.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.max_message_chars < 100 {
+            return Err(("channels.max_message_chars", "must be at least 100".into()));
+        }
+        Ok(())
+    }
+
     /// Names of the configured platform channels.
     pub fn configured(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

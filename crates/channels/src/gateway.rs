@@ -1,7 +1,15 @@
 //! The gateway's ingress: what every channel adapter hands its messages to.
-//! It drops what is not for Herald, applies access control, answers pairing
-//! commands and `/start` / `/help`, and stores the rest on the queue — all before the adapter
-//! acknowledges the event to its platform, so nothing acknowledged is lost.
+//! It cleans the text (control characters out, the length capped), drops
+//! what is not for Herald, applies access control, answers pairing commands
+//! and `/start` / `/help`, and stores the rest on the queue — all before the
+//! adapter acknowledges the event to its platform, so nothing acknowledged
+//! is lost.
+//!
+//! Architecture invariant: what the gateway says at the door goes to an
+//! address a sender merely claimed (an unauthenticated mail's `From`) only
+//! when the sender is allowed anyway; pairing replies go out once per code
+//! and within [`PairingReplies`]' budget, so forged senders cannot make
+//! Herald mail a third party again and again.
 
 use std::sync::Arc;
 
@@ -12,7 +20,8 @@ use herald_core::{
 };
 use tracing::{info, warn};
 
-use crate::access::{AccessConfig, Decision, Pairing, decide};
+use crate::access::{AccessConfig, Decision, Pairing, PairingReplies, decide};
+use crate::clean;
 
 pub struct Gateway {
     pub queue: Arc<dyn TaskQueue>,
@@ -20,6 +29,10 @@ pub struct Gateway {
     pub outbound: Outbound,
     pub admins: Admins,
     pub access: AccessConfig,
+    /// `channels.max_message_chars`: longer texts are cut to this.
+    pub max_message_chars: usize,
+    /// How many pairing replies may still go out (`access.pairing_replies`).
+    pub pairing_replies: PairingReplies,
     pub clock: Arc<dyn Clock>,
     /// Where adapters' connection reports go (for `/readyz`).
     pub status: ChannelStatus,
@@ -57,16 +70,15 @@ impl Gateway {
         Some(text)
     }
 
-    /// `/pair approve CODE` from an admin, handled without the model.
-    async fn pairing_command(&self, message: &InboundMessage) -> Result<bool, StoreError> {
+    /// `/pair …` from an admin, handled without the model. Returns the
+    /// answer, or `None` when the message is not a pairing command.
+    async fn pairing_command(&self, message: &InboundMessage) -> Result<Option<String>, StoreError> {
         let mut words = message.text.split_whitespace();
         if words.next() != Some("/pair") {
-            return Ok(false);
+            return Ok(None);
         }
         if !self.admins.contains(&message.sender.id) {
-            self.say(message, "Only an admin can approve pairing codes.".into())
-                .await;
-            return Ok(true);
+            return Ok(Some("Only an admin can approve pairing codes.".into()));
         }
         let pairing = Pairing {
             store: self.store.as_ref(),
@@ -94,8 +106,7 @@ impl Gateway {
             }
             _ => "Usage: /pair approve CODE, or /pair list".into(),
         };
-        self.say(message, reply).await;
-        Ok(true)
+        Ok(Some(reply))
     }
 }
 
@@ -103,16 +114,12 @@ impl Gateway {
 impl InboundSink for Gateway {
     async fn accept(&self, message: InboundMessage) -> Result<Admission, StoreError> {
         let channel = message.conversation.channel.to_string();
-        let admission = self.admit(message).await;
-        let outcome = match &admission {
-            Ok(Admission::Queued(Enqueued::New(_))) => "queued",
-            Ok(Admission::Queued(Enqueued::Duplicate(_))) => "duplicate",
-            Ok(Admission::Ignored) => "ignored",
-            Ok(Admission::Denied { .. }) => "denied",
-            Err(_) => "error",
-        };
-        metrics::counter!("herald_inbound_messages_total", "channel" => channel, "outcome" => outcome).increment(1);
-        admission
+        count(channel, self.admit(message, None).await)
+    }
+
+    async fn refuse(&self, message: InboundMessage, notice: String) -> Result<Admission, StoreError> {
+        let channel = message.conversation.channel.to_string();
+        count(channel, self.admit(message, Some(notice)).await)
     }
 
     fn connected(&self, channel: &ChannelName, connected: bool) {
@@ -120,28 +127,65 @@ impl InboundSink for Gateway {
     }
 }
 
+/// Counts what became of an inbound message, by channel and outcome.
+fn count(channel: String, admission: Result<Admission, StoreError>) -> Result<Admission, StoreError> {
+    let outcome = match &admission {
+        Ok(Admission::Queued(Enqueued::New(_))) => "queued",
+        Ok(Admission::Queued(Enqueued::Duplicate(_))) => "duplicate",
+        Ok(Admission::Ignored) => "ignored",
+        Ok(Admission::Denied { .. }) => "denied",
+        Err(_) => "error",
+    };
+    metrics::counter!("herald_inbound_messages_total", "channel" => channel, "outcome" => outcome).increment(1);
+    admission
+}
+
 impl Gateway {
-    /// Access control and queueing for one message; see [`InboundSink::accept`].
-    async fn admit(&self, message: InboundMessage) -> Result<Admission, StoreError> {
+    /// Cleaning, access control and queueing for one message; see
+    /// [`InboundSink::accept`]. With `unread`, the channel could not read the
+    /// message and the sender, if allowed, hears that instead.
+    async fn admit(&self, mut message: InboundMessage, unread: Option<String>) -> Result<Admission, StoreError> {
+        message.text = clean::strip_controls(&message.text);
+        message.sender.display_name = clean::strip_controls(&message.sender.display_name);
         // In groups Herald answers only when addressed (mentioned, replied
         // to, or in a channel configured to answer everything).
         if message.conversation.kind == ConversationKind::Group && !message.mentions_bot {
-            return Ok(Admission::Ignored);
-        }
-        if self.pairing_command(&message).await? {
             return Ok(Admission::Ignored);
         }
         let pairing = Pairing {
             store: self.store.as_ref(),
         };
         let approved = pairing.is_approved(&message.sender.id).await?;
-        match decide(&message.sender.id, &self.admins, approved, &self.access) {
+        let decision = decide(&message.sender.id, &self.admins, approved, &self.access);
+        if decision == Decision::Allow
+            && let Some(reply) = self.pairing_command(&message).await?
+        {
+            self.say(&message, reply).await;
+            return Ok(Admission::Ignored);
+        }
+        match decision {
             Decision::Allow => {
+                if let Some(notice) = unread {
+                    self.say(&message, notice).await;
+                    return Ok(Admission::Ignored);
+                }
                 if let Some(text) = self.greeting(&message) {
                     self.say(&message, text).await;
                     return Ok(Admission::Ignored);
                 }
-                Ok(Admission::Queued(self.queue.enqueue(NewTask::message(message)).await?))
+                let (text, cut) = clean::cap(&message.text, self.max_message_chars);
+                message.text = text;
+                let notice_to = cut.then(|| message.clone());
+                let enqueued = self.queue.enqueue(NewTask::message(message)).await?;
+                if let (Some(message), Enqueued::New(_)) = (notice_to, &enqueued) {
+                    let limit = self.max_message_chars;
+                    self.say(
+                        &message,
+                        format!("Your message was longer than {limit} characters; I read only the first {limit}."),
+                    )
+                    .await;
+                }
+                Ok(Admission::Queued(enqueued))
             }
             Decision::Deny => {
                 info!(actor = %message.sender.id, "message from an unknown sender denied");
@@ -150,24 +194,45 @@ impl Gateway {
                 })
             }
             Decision::OfferPairing => {
-                let (code, new) = pairing
-                    .code_for(
-                        &message.sender.id,
-                        &message.sender.display_name,
-                        self.clock.now(),
-                        self.access.pairing_code_ttl,
-                    )
-                    .await?;
-                info!(actor = %message.sender.id, new, "unknown sender offered a pairing code");
-                self.say(
-                    &message,
-                    format!("I don't know you yet. Ask an admin to approve you with: /pair approve {code}"),
-                )
-                .await;
+                self.offer_pairing(&pairing, &message).await?;
                 Ok(Admission::Denied {
                     conversation: message.conversation.id,
                 })
             }
         }
+    }
+
+    /// A pairing code for an unknown sender, said once per code: a sender
+    /// who writes again while their code is pending hears nothing more (an
+    /// auto-responder answering the pairing reply ends there), and no more
+    /// than the budget allows go out in all.
+    async fn offer_pairing(&self, pairing: &Pairing<'_>, message: &InboundMessage) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        if pairing.pending_code_of(&message.sender.id, now).await?.is_some() {
+            info!(actor = %message.sender.id, "unknown sender wrote again; the pending code is not sent again");
+            return Ok(());
+        }
+        if !self.pairing_replies.try_take(now) {
+            warn!(
+                actor = %message.sender.id,
+                "pairing reply budget used up; unknown sender not answered (access.pairing_replies_per_hour)"
+            );
+            return Ok(());
+        }
+        let (code, _) = pairing
+            .code_for(
+                &message.sender.id,
+                &message.sender.display_name,
+                now,
+                self.access.pairing_code_ttl,
+            )
+            .await?;
+        info!(actor = %message.sender.id, "unknown sender offered a pairing code");
+        self.say(
+            message,
+            format!("I don't know you yet. Ask an admin to approve you with: /pair approve {code}"),
+        )
+        .await;
+        Ok(())
     }
 }

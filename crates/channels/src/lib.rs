@@ -9,7 +9,9 @@
 //! [`InboundMessage`]: herald_core::InboundMessage
 
 pub mod access;
+mod built;
 pub mod chunk;
+pub mod clean;
 pub mod config;
 #[cfg(feature = "discord")]
 pub mod discord;
@@ -18,7 +20,10 @@ pub mod email;
 pub mod gateway;
 pub mod local;
 pub mod outbound;
+pub mod retry;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
+
+pub use built::Built;

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use tracing::{debug, warn};
 
 use crate::chunk::{Limit, chunk};
+use crate::retry::{Retry, SEND};
 
 /// One chunk, one platform request.
 #[async_trait]
@@ -112,9 +113,6 @@ impl<'de> Deserialize<'de> for Rate {
 
 type KeyedLimiter = RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock>;
 
-/// How often a send is tried before it is reported as failed.
-const MAX_TRIES: u32 = 6;
-
 /// The shared outbound path for one platform.
 pub struct Delivery<S> {
     sender: Arc<S>,
@@ -153,37 +151,27 @@ impl<S: PlatformSender> Delivery<S> {
         reply_to: Option<&str>,
         key: Option<&str>,
     ) -> Result<String, ChannelError> {
-        let mut backoff = Duration::from_millis(500);
-        let mut tries = 0;
+        let mut retry = Retry::new(SEND);
+        let channel = self.sender.channel();
         loop {
-            tries += 1;
             self.wait_for_rate(conversation).await;
-            let channel = self.sender.channel();
-            match self.sender.send_chunk(conversation, text, reply_to, key).await {
+            let err = match self.sender.send_chunk(conversation, text, reply_to, key).await {
                 Ok(id) => {
                     metrics::counter!("herald_messages_sent_total", "channel" => channel.to_string()).increment(1);
                     return Ok(id);
                 }
-                Err(ChannelError::RateLimited { retry_after }) if tries < MAX_TRIES => {
-                    metrics::counter!("herald_platform_rate_limited_total", "channel" => channel.to_string())
-                        .increment(1);
-                    warn!(channel = %channel, ?retry_after, "platform rate limit; waiting as asked");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Err(ChannelError::Transient(reason)) if tries < MAX_TRIES => {
-                    debug!(channel = %channel, reason = %reason, ?backoff, "send failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
-                }
-                Err(err) => {
-                    if matches!(err, ChannelError::RateLimited { .. }) {
-                        metrics::counter!("herald_platform_rate_limited_total", "channel" => channel.to_string())
-                            .increment(1);
-                    }
-                    metrics::counter!("herald_send_failures_total", "channel" => channel.to_string()).increment(1);
-                    return Err(err);
-                }
+                Err(err) => err,
+            };
+            if let ChannelError::RateLimited { retry_after } = &err {
+                metrics::counter!("herald_platform_rate_limited_total", "channel" => channel.to_string()).increment(1);
+                warn!(channel = %channel, ?retry_after, "platform rate limit; waiting as asked");
             }
+            let Some(delay) = retry.next_delay(err.retry_class()) else {
+                metrics::counter!("herald_send_failures_total", "channel" => channel.to_string()).increment(1);
+                return Err(err);
+            };
+            debug!(channel = %channel, error = %err, ?delay, "send failed; retrying");
+            tokio::time::sleep(delay).await;
         }
     }
 }

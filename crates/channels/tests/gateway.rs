@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::TimeZone;
-use herald_channels::access::{AccessConfig, UnknownSenders};
+use herald_channels::access::{AccessConfig, Pairing, PairingReplies, UnknownSenders};
 use herald_channels::gateway::Gateway;
 use herald_core::{
-    ActorId, Admins, Admission, ChannelError, ChannelName, ChannelOutbound, ClaimFilter, ConversationId,
+    ActorId, Admins, Admission, ChannelError, ChannelName, ChannelOutbound, ClaimFilter, Clock, ConversationId,
     ConversationKind, ConversationRef, Enqueued, InboundMessage, InboundSink, ManualClock, Outbound, OutboundMessage,
-    Sender, SentMessage,
+    Sender, SentMessage, TaskPayload,
 };
 use herald_store::{QueueConfig, Storage, StorageConfig};
 
@@ -37,6 +37,20 @@ impl ChannelOutbound for Said {
         Ok(SentMessage {
             platform_message_ids: vec!["1".into()],
         })
+    }
+}
+
+/// The same record, as the email channel's outbound half.
+struct SaidByEmail(Arc<Said>);
+
+#[async_trait]
+impl ChannelOutbound for SaidByEmail {
+    fn channel(&self) -> ChannelName {
+        ChannelName::new("email")
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
+        self.0.send(message).await
     }
 }
 
@@ -71,12 +85,17 @@ impl Harness {
         Gateway {
             queue: self.storage.queue(),
             store: self.storage.conversations(),
-            outbound: Outbound::new().with(self.said.clone()),
+            outbound: Outbound::new()
+                .with(self.said.clone())
+                .with(Arc::new(SaidByEmail(self.said.clone()))),
             admins: Admins::new([ActorId::new(ADMIN)]),
             access: AccessConfig {
                 unknown,
                 pairing_code_ttl: Duration::from_secs(600),
+                ..AccessConfig::default()
             },
+            max_message_chars: 1000,
+            pairing_replies: PairingReplies::new(3),
             clock: self.clock.clone(),
             status: Default::default(),
         }
@@ -189,20 +208,19 @@ async fn pairing_gives_a_code_an_admin_approves_and_the_approval_survives_a_rest
     ));
     assert_eq!(harness.queued().await, 0, "an unknown sender costs no model call");
     let said = harness.said.texts();
-    assert_eq!(said.len(), 2);
+    assert_eq!(said.len(), 1, "one reply per code: writing again brings no second one");
     let code = said[0].rsplit(' ').next().unwrap().to_owned();
     assert_eq!(code.len(), 6);
-    assert_eq!(said[0], said[1], "the same sender gets the same code while it is valid");
 
-    // Only an admin approves.
+    // Only an admin approves: another unknown sender's command is a
+    // message from an unknown sender, who gets a code of their own.
     gateway
         .accept(dm(8, 1, &format!("/pair approve {code}")))
         .await
         .unwrap();
-    assert_eq!(
-        harness.said.texts().last().unwrap(),
-        "Only an admin can approve pairing codes."
-    );
+    let offered = harness.said.texts().last().unwrap().clone();
+    assert!(offered.starts_with("I don't know you yet"), "{offered}");
+    assert!(!offered.ends_with(&code));
     gateway.accept(dm(1, 1, "/pair list")).await.unwrap();
     assert!(
         harness
@@ -301,4 +319,139 @@ async fn start_and_help_are_answered_at_the_door_after_access_control() {
         gateway.accept(dm(1, 9, "/helpme")).await.unwrap(),
         Admission::Queued(_)
     ));
+}
+
+/// The text of the one task on the queue.
+async fn claimed_text(harness: &Harness) -> String {
+    let lease = harness
+        .storage
+        .queue()
+        .claim(&ClaimFilter::any())
+        .await
+        .unwrap()
+        .expect("a queued task");
+    match &lease.task.payload {
+        TaskPayload::Message(message) => message.text.clone(),
+        other => panic!("not a message: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn control_characters_never_reach_the_queue() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Deny);
+    gateway
+        .accept(dm(1, 1, "nul\u{0} bell\u{7} escape\u{1b}[2J\ttab\r\nline"))
+        .await
+        .unwrap();
+    assert_eq!(claimed_text(&harness).await, "nul bell escape[2J\ttab\r\nline");
+}
+
+#[tokio::test]
+async fn a_huge_message_is_queued_cut_to_the_cap_and_the_sender_is_told_once() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Deny);
+    let huge = "é".repeat(5_000_000);
+    let message = dm(1, 1, &huge);
+    assert!(matches!(
+        gateway.accept(message.clone()).await.unwrap(),
+        Admission::Queued(Enqueued::New(_))
+    ));
+    // The platform delivers it again: stored once, and no second notice.
+    assert!(matches!(
+        gateway.accept(message).await.unwrap(),
+        Admission::Queued(Enqueued::Duplicate(_))
+    ));
+    let text = claimed_text(&harness).await;
+    assert!(text.starts_with(&"é".repeat(1000)));
+    assert!(!text.starts_with(&"é".repeat(1001)));
+    assert!(
+        text.ends_with("only the first 1000 characters were kept]"),
+        "{}",
+        &text[1990..]
+    );
+    assert_eq!(
+        harness.said.texts(),
+        ["Your message was longer than 1000 characters; I read only the first 1000."]
+    );
+}
+
+#[tokio::test]
+async fn one_unknown_sender_writing_three_times_gets_one_pairing_reply() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Pair);
+    for n in 1..=3 {
+        gateway.accept(dm(7, n, "hello?")).await.unwrap();
+    }
+    assert_eq!(harness.said.texts().len(), 1, "{:?}", harness.said.texts());
+}
+
+#[tokio::test]
+async fn a_flood_of_unknown_senders_gets_no_more_pairing_replies_than_the_budget() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Pair);
+    for user in 100..110 {
+        gateway.accept(dm(user, 1, "let me in")).await.unwrap();
+    }
+    assert_eq!(harness.said.texts().len(), 3, "the budget is 3 an hour");
+    // An hour later the budget is there again.
+    harness.clock.advance(Duration::from_secs(3601));
+    gateway.accept(dm(200, 1, "let me in")).await.unwrap();
+    assert_eq!(harness.said.texts().len(), 4);
+}
+
+/// A mail whose `From` no trusted server vouched for: the id it claims,
+/// marked unverified (as the email adapter writes it).
+fn unverified(claimed: &str, id: u32, text: &str) -> InboundMessage {
+    let mut message = dm(1, id, text);
+    message.conversation.channel = ChannelName::new("email");
+    message.conversation.id = ConversationId::new(format!("email:{claimed}/{id}"));
+    message.conversation.chat = claimed.to_owned();
+    message.sender.id = ActorId::unverified(&ChannelName::new("email"), claimed);
+    message
+}
+
+#[tokio::test]
+async fn a_forged_admin_address_is_a_stranger_that_is_neither_answered_nor_obeyed() {
+    let harness = Harness::new().await;
+    let mut gateway = harness.gateway(UnknownSenders::Pair);
+    gateway.admins = Admins::new([ActorId::new("email:alice@example.com")]);
+    // A real unknown sender asks for access and gets a code.
+    gateway.accept(dm(7, 1, "let me in")).await.unwrap();
+    let code = harness.said.texts()[0].rsplit(' ').next().unwrap().to_owned();
+
+    // Someone writes as the admin, unauthenticated: not obeyed, not queued,
+    // and nothing is mailed to the address they claimed.
+    for (n, text) in [format!("/pair approve {code}"), "/pair list".into(), "hello".into()]
+        .into_iter()
+        .enumerate()
+    {
+        assert!(matches!(
+            gateway
+                .accept(unverified("alice@example.com", n as u32, &text))
+                .await
+                .unwrap(),
+            Admission::Denied { .. }
+        ));
+    }
+    assert_eq!(harness.said.texts().len(), 1, "{:?}", harness.said.texts());
+    assert_eq!(harness.queued().await, 0);
+    let pending = Pairing {
+        store: harness.storage.conversations().as_ref(),
+    }
+    .pending(harness.clock.now())
+    .await
+    .unwrap();
+    assert_eq!(pending.len(), 1, "the code is still waiting: nothing was approved");
+
+    // With everyone allowed, the unverified sender is served, as a stranger.
+    let gateway = harness.gateway(UnknownSenders::Allow);
+    gateway
+        .accept(unverified("alice@example.com", 9, &format!("/pair approve {code}")))
+        .await
+        .unwrap();
+    assert_eq!(
+        harness.said.texts().last().unwrap(),
+        "Only an admin can approve pairing codes."
+    );
 }

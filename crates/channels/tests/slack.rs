@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_channels::slack::{self, SlackConfig};
-use herald_core::channel::ChannelIngress;
 use herald_core::{
     Admission, ChannelError, ChannelOutbound, ConversationKind, Enqueued, InboundMessage, InboundSink, OutboundMessage,
     StoreError, TaskId,

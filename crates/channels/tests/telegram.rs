@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use herald_channels::telegram::{self, Telegram, TelegramConfig};
+use herald_channels::Built;
+use herald_channels::telegram::{self, TelegramConfig};
 use herald_core::{
-    Admission, ChannelIngress, ChannelOutbound, ConversationStore, Enqueued, InboundMessage, InboundSink, ManualClock,
-    OutboundMessage, StoreError, TaskId,
+    Admission, ConversationStore, Enqueued, InboundMessage, InboundSink, ManualClock, OutboundMessage, StoreError,
+    TaskId,
 };
 use herald_store::{QueueConfig, Storage, StorageConfig};
 use herald_testkit::telegram::{BOT_ID, FORUM_CHAT, FakeTelegram};
@@ -88,12 +89,12 @@ fn config(yaml: &str) -> TelegramConfig {
     serde_yaml::from_str(yaml).unwrap_or_else(|err| panic!("{err}\n{yaml}"))
 }
 
-fn build(yaml: &str, store: Arc<dyn ConversationStore>) -> Telegram {
+fn build(yaml: &str, store: Arc<dyn ConversationStore>) -> Built {
     telegram::build(&config(yaml), Some(store)).expect("valid telegram config")
 }
 
 /// Runs the ingress in the background until the returned token is cancelled.
-fn run(channel: &Telegram, sink: Arc<RecordingSink>) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+fn run(channel: &Built, sink: Arc<RecordingSink>) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();
     let ingress = channel.ingress.clone();
     let token = stop.clone();
@@ -346,7 +347,7 @@ async fn webhook_mode_registers_checks_the_secret_and_accepts_pushed_updates() {
         probe.local_addr().unwrap()
     };
     let yaml = format!(
-        "{}    mode: webhook\n    webhook:\n      listen: \"{listen}\"\n      url: \"http://{listen}/telegram/hook\"\n      secret: \"hook-secret_42\"\n",
+        "{}    mode: webhook\n    webhook:\n      listen: \"{listen}\"\n      url: \"http://{listen}/telegram/hook\"\n      secret: \"hook-secret_42-long-enough-to-guard-0123\"\n",
         fake.channel_yaml()
     );
     let sink = RecordingSink::new(0);
@@ -355,7 +356,7 @@ async fn webhook_mode_registers_checks_the_secret_and_accepts_pushed_updates() {
     assert!(fake.wait_until(Duration::from_secs(5), |f| f.webhook().is_some()).await);
     let hook = fake.webhook().unwrap();
     assert_eq!(hook.url, format!("http://{listen}/telegram/hook"));
-    assert_eq!(hook.secret.as_deref(), Some("hook-secret_42"));
+    assert_eq!(hook.secret.as_deref(), Some("hook-secret_42-long-enough-to-guard-0123"));
 
     fake.send_dm(&fake.admin(), "pushed to me").await;
     let seen = sink.wait_for(1).await;
@@ -369,7 +370,13 @@ async fn webhook_mode_registers_checks_the_secret_and_accepts_pushed_updates() {
     assert_eq!(post(listen, "/telegram/hook", None, update).await, 401);
     assert_eq!(post(listen, "/telegram/hook", Some("guess"), update).await, 401);
     assert_eq!(
-        post(listen, "/telegram/hook", Some("hook-secret_42"), update).await,
+        post(
+            listen,
+            "/telegram/hook",
+            Some("hook-secret_42-long-enough-to-guard-0123"),
+            update
+        )
+        .await,
         200
     );
     let seen = sink.wait_for(2).await;
@@ -379,6 +386,34 @@ async fn webhook_mode_registers_checks_the_secret_and_accepts_pushed_updates() {
         !fake.calls().contains(&"getupdates".to_owned()),
         "webhook mode never polls"
     );
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn without_a_configured_secret_a_random_one_guards_the_webhook() {
+    let fake = FakeTelegram::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let listen = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap()
+    };
+    let yaml = format!(
+        "{}    mode: webhook\n    webhook:\n      listen: \"{listen}\"\n      url: \"http://{listen}/telegram/hook\"\n",
+        fake.channel_yaml()
+    );
+    let sink = RecordingSink::new(0);
+    let channel = build(&yaml, store(&dir).await);
+    let (stop, handle) = run(&channel, sink.clone());
+    assert!(fake.wait_until(Duration::from_secs(5), |f| f.webhook().is_some()).await);
+    let secret = fake.webhook().unwrap().secret.expect("a secret was registered");
+    assert!(secret.len() >= 32, "{secret}");
+
+    let update = r#"{"update_id":1,"message":{"message_id":9,"from":{"id":66,"is_bot":false,"first_name":"Eve"},"chat":{"id":66,"first_name":"Eve","type":"private"},"date":1735689600,"text":"forged"}}"#;
+    assert_eq!(post(listen, "/telegram/hook", None, update).await, 401);
+    assert_eq!(post(listen, "/telegram/hook", Some(""), update).await, 401);
+    assert_eq!(post(listen, "/telegram/hook", Some(&secret), update).await, 200);
+    assert_eq!(sink.wait_for(1).await[0].text, "forged");
     stop.cancel();
     handle.await.unwrap();
 }

@@ -22,8 +22,10 @@ impl Admins {
         }
     }
 
+    /// Whether `actor` is an admin. An unverified actor never is, whatever
+    /// configuration lists.
     pub fn contains(&self, actor: &ActorId) -> bool {
-        self.ids.contains(actor)
+        actor.is_verified() && self.ids.contains(actor)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &ActorId> {
@@ -32,5 +34,18 @@ impl Admins {
 
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unverified_actor_is_never_an_admin() {
+        let listed = ActorId::new("email:unverified:alice@example.com");
+        let admins = Admins::new([ActorId::new("email:alice@example.com"), listed.clone()]);
+        assert!(admins.contains(&ActorId::new("email:alice@example.com")));
+        assert!(!admins.contains(&listed), "even when configuration lists it");
     }
 }

@@ -93,6 +93,14 @@ pub trait ChannelIngress: Send + Sync {
 pub trait InboundSink: Send + Sync {
     async fn accept(&self, message: InboundMessage) -> Result<Admission, StoreError>;
 
+    /// A message the channel could not read (a mail over the size cap, its
+    /// body never fetched): access control decides about its sender as for
+    /// any message, and an allowed sender is told `notice` instead of
+    /// anything being queued. A sink that cannot answer ignores it.
+    async fn refuse(&self, _message: InboundMessage, _notice: String) -> Result<Admission, StoreError> {
+        Ok(Admission::Ignored)
+    }
+
     /// The ingress of `channel` is receiving from its platform (`true`: a
     /// poll answered, the gateway is ready, the socket or endpoint is up) or
     /// has lost that (`false`). Readiness checks report it.

@@ -56,6 +56,13 @@ string_id!(
     /// A sender, identified by the channel's stable user id: `telegram:123456789`,
     /// `email:alice@example.com`. Admin rights are granted to these ids and
     /// nothing else.
+    ///
+    /// A channel whose platform does not authenticate senders (email's
+    /// `From`, unless the receiving server vouched for it) names a sender
+    /// with [`ActorId::unverified`]: `email:unverified:alice@example.com`.
+    /// Such an id is never an admin ([`crate::Admins::contains`]) and never
+    /// equal to the verified id it claims, so nothing granted to the real
+    /// sender reaches whoever forged their address.
     ActorId
 );
 
@@ -66,10 +73,28 @@ impl ConversationId {
     }
 }
 
+/// What follows the channel in an unverified actor id.
+const UNVERIFIED: &str = "unverified:";
+
 impl ActorId {
-    /// Builds `channel:user` from a channel and that channel's stable user id.
+    /// Builds `channel:user` from a channel and that channel's stable user
+    /// id, as its platform authenticated it.
     pub fn on(channel: &ChannelName, user: impl fmt::Display) -> Self {
         Self(format!("{channel}:{user}"))
+    }
+
+    /// `channel:unverified:user`: a sender who only claims to be `user`.
+    pub fn unverified(channel: &ChannelName, claimed: impl fmt::Display) -> Self {
+        Self(format!("{channel}:{UNVERIFIED}{claimed}"))
+    }
+
+    /// Whether the platform (or a server Herald trusts) vouched for this
+    /// sender. Fails closed: any id written as unverified is one.
+    pub fn is_verified(&self) -> bool {
+        !self
+            .0
+            .split_once(':')
+            .is_some_and(|(_, user)| user.starts_with(UNVERIFIED))
     }
 }
 
@@ -97,6 +122,22 @@ mod tests {
             ("bare", "bare"),
         ] {
             assert_eq!(ConversationId::new(id).channel().as_str(), channel);
+        }
+    }
+
+    #[test]
+    fn unverified_ids_never_equal_the_id_they_claim() {
+        let email = ChannelName::new("email");
+        let claimed = ActorId::unverified(&email, "alice@example.com");
+        assert_eq!(claimed.as_str(), "email:unverified:alice@example.com");
+        assert_ne!(claimed, ActorId::on(&email, "alice@example.com"));
+        for (id, verified) in [
+            ("email:unverified:alice@example.com", false),
+            ("email:alice@example.com", true),
+            ("telegram:123", true),
+            ("local:owner", true),
+        ] {
+            assert_eq!(ActorId::new(id).is_verified(), verified, "{id}");
         }
     }
 

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use herald_channels::Built;
+use herald_channels::access::PairingReplies;
 use herald_channels::config::ChannelsConfig;
 use herald_channels::gateway::Gateway;
 use herald_core::{Admins, ChannelIngress, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, Outbound};
@@ -25,27 +27,27 @@ pub struct Channels {
 /// adapters keep their progress (Telegram's update offset); `None` when only
 /// probing (`herald doctor`).
 pub fn build(config: &ChannelsConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Channels> {
-    let mut outbound = Outbound::new();
-    let mut ingress: Vec<Arc<dyn ChannelIngress>> = Vec::new();
+    if let Err((key, message)) = config.check() {
+        anyhow::bail!("{key}: {message}");
+    }
+    let mut built: Vec<Built> = Vec::new();
     if let Some(discord) = &config.discord {
-        let (delivery, receiver) = herald_channels::discord::build(discord).context("channels.discord")?;
-        outbound = outbound.with(Arc::new(delivery));
-        ingress.push(Arc::new(receiver));
+        built.push(herald_channels::discord::build(discord).context("channels.discord")?);
     }
     if let Some(telegram) = &config.telegram {
-        let built = herald_channels::telegram::build(telegram, store.clone()).context("channels.telegram")?;
-        outbound = outbound.with(built.outbound);
-        ingress.push(built.ingress);
+        built.push(herald_channels::telegram::build(telegram, store.clone()).context("channels.telegram")?);
     }
     if let Some(slack) = &config.slack {
-        let built = herald_channels::slack::build(slack).context("channels.slack")?;
-        outbound = outbound.with(built.outbound);
-        ingress.push(built.ingress);
+        built.push(herald_channels::slack::build(slack).context("channels.slack")?);
     }
     if let Some(email) = &config.email {
-        let built = herald_channels::email::build(email, store.clone()).context("channels.email")?;
-        outbound = outbound.with(built.outbound);
-        ingress.push(built.ingress);
+        built.push(herald_channels::email::build(email, store.clone()).context("channels.email")?);
+    }
+    let mut outbound = Outbound::new();
+    let mut ingress: Vec<Arc<dyn ChannelIngress>> = Vec::new();
+    for channel in built {
+        outbound = outbound.with(channel.outbound);
+        ingress.push(channel.ingress);
     }
     Ok(Channels { outbound, ingress })
 }
@@ -57,6 +59,8 @@ pub fn gateway(app: &App, outbound: Outbound, status: ChannelStatus) -> Arc<dyn 
         outbound,
         admins: Admins::new(app.config.admins.iter().cloned()),
         access: app.config.access.clone(),
+        max_message_chars: app.config.channels.max_message_chars,
+        pairing_replies: PairingReplies::new(app.config.access.pairing_replies_per_hour),
         clock: app.clock.clone(),
         status,
     })

@@ -4,143 +4,13 @@
 //! sends mail to Herald over SMTP and reads Herald's answers back from the
 //! sender's mailbox.
 
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+mod common;
+
 use std::time::Duration;
 
-use herald_testkit::ScriptedModel;
-use herald_testkit::mailserver::{self, MailServers, ReadMail};
-use herald_testkit::openai::last_user_text;
-use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-const REPLY: Duration = Duration::from_secs(40);
-const ALICE: &str = "alice@example.test";
-
-struct Setup {
-    mail: MailServers,
-    model: ScriptedModel,
-    _dir: TempDir,
-    config: std::path::PathBuf,
-}
-
-struct Running {
-    child: Child,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Running {
-    fn log(&self) -> impl Fn() -> String + use<> {
-        let stderr = self.stderr.clone();
-        move || stderr.lock().unwrap().join("\n")
-    }
-
-    /// Waits until Herald logged a line containing `needle`.
-    async fn wait_for_line(&self, needle: &str) {
-        let deadline = tokio::time::Instant::now() + REPLY;
-        while !self.stderr.lock().unwrap().iter().any(|line| line.contains(needle)) {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "herald never logged {needle:?}:\n{}",
-                self.log()()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    async fn kill(mut self) {
-        self.child.start_kill().expect("kill herald");
-        let _ = self.child.wait().await;
-    }
-}
-
-impl Setup {
-    async fn new() -> Self {
-        Self::with_imap("").await
-    }
-
-    /// `imap` is added to `channels.email.imap` (keys at six spaces).
-    async fn with_imap(imap: &str) -> Self {
-        let mail = MailServers::start().await;
-        let model = ScriptedModel::start().await;
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("herald.yaml");
-        let text = format!(
-            "storage:\n  url: sqlite://{db}\n\
-             llm:\n  base_url: {base}\n  api_key: test-key\n  model: scripted\n  retry_base: 10ms\n  retry_max: 50ms\n\
-             queue:\n  lease: 2s\n\
-             admins: [\"email:{ALICE}\"]\n\
-             access:\n  unknown: pair\n\
-             log:\n  level: \"warn,herald=info,herald_agent=info,herald_channels=debug\"\n\
-             channels:\n{channel}",
-            db = dir.path().join("herald.db").display(),
-            base = model.base_url(),
-            channel = mail
-                .channel_yaml()
-                .replace("      username: herald\n", &format!("      username: herald\n{imap}")),
-        );
-        std::fs::write(&config, text).expect("write config");
-        Self {
-            mail,
-            model,
-            _dir: dir,
-            config,
-        }
-    }
-
-    async fn start(&self) -> Running {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
-            .arg("--config")
-            .arg(&self.config)
-            .arg("run")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn herald run");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (ready_tx, mut ready) = tokio::sync::watch::channel(false);
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let sink = stderr.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if line.contains("herald is running") {
-                    let _ = ready_tx.send(true);
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let running = Running { child, stderr };
-        let log = running.log();
-        tokio::select! {
-            _ = ready.wait_for(|ready| *ready) => {}
-            _ = tokio::time::sleep(REPLY) => panic!("herald run never became ready:\n{}", log()),
-        }
-        running
-    }
-
-    async fn answers(&self, user: &str, count: usize, herald: &Running) -> Vec<ReadMail> {
-        self.mail.wait_for_mail(user, count, REPLY, herald.log()).await
-    }
-
-    fn model_inputs(&self) -> Vec<String> {
-        self.model
-            .requests()
-            .iter()
-            .map(|request| last_user_text(request).unwrap_or_default())
-            .collect()
-    }
-}
-
-fn mail(from: &str, id: &str, subject: &str, extra_headers: &str, body: &str) -> String {
-    format!(
-        "From: {from}\nTo: {to}\nSubject: {subject}\nMessage-ID: <{id}>\nDate: Wed, 2 Dec 2026 10:00:00 +0000\n{extra_headers}Content-Type: text/plain; charset=utf-8\n\n{body}\n",
-        to = mailserver::HERALD
-    )
-}
+use common::email::{ALICE, Setup, mail};
+use herald_testkit::mailserver;
+use tokio::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_mail_is_answered_once_and_a_reply_continues_the_thread() {
@@ -316,6 +186,22 @@ async fn doctor_checks_the_imap_login_and_the_smtp_server_without_printing_the_p
     let setup = Setup::new().await;
     let report = doctor(setup.config.clone()).await;
     assert!(report.contains("ok   channel email: herald@example.test"), "{report}");
+    assert!(
+        report.contains("senders authenticated by mail.example.test"),
+        "{report}"
+    );
+
+    // Without a trusted server doctor says what that means.
+    let untrusted = std::fs::read_to_string(&setup.config)
+        .unwrap()
+        .replace("    trusted_authserv_id: mail.example.test\n", "");
+    let path = setup.config.with_file_name("untrusted.yaml");
+    std::fs::write(&path, untrusted).unwrap();
+    let report = doctor(path).await;
+    assert!(
+        report.contains("warning: channels.email.trusted_authserv_id is not set"),
+        "{report}"
+    );
 
     let wrong = std::fs::read_to_string(&setup.config)
         .unwrap()

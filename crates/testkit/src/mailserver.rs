@@ -19,6 +19,9 @@ use tokio::net::TcpStream;
 pub const DOMAIN: &str = "example.test";
 pub const HERALD: &str = "herald@example.test";
 pub const PASSWORD: &str = "imap-secret";
+/// The receiving server's name: Postfix's `myhostname`, and the authserv-id
+/// of the `Authentication-Results` headers tests write as that server would.
+pub const AUTHSERV_ID: &str = "mail.example.test";
 const NOBODY: u32 = 65534;
 
 pub struct MailServers {
@@ -95,7 +98,7 @@ impl MailServers {
             format!(
                 "protocols = imap\nlisten = 127.0.0.1\nbase_dir = {r}/dovecot\nstate_dir = {r}/dovecot\n\
                  log_path = {r}/dovecot.log\nssl = no\ndisable_plaintext_auth = no\nauth_mechanisms = plain login\n\
-                 mail_location = maildir:{r}/mail/%n\ndefault_internal_user = dovecot\ndefault_internal_group = dovecot\n\
+                 mail_location = maildir:{r}/mail/%n\nimap_logout_format = in=%i out=%o\ndefault_internal_user = dovecot\ndefault_internal_group = dovecot\n\
                  default_login_user = dovenull\n\
                  service imap-login {{\n  chroot =\n  inet_listener imap {{\n    address = 127.0.0.1\n    port = {imap_port}\n  }}\n  inet_listener imaps {{\n    port = 0\n  }}\n}}\n\
                  service anvil {{\n  chroot =\n}}\n\
@@ -159,10 +162,11 @@ impl MailServers {
         servers
     }
 
-    /// `channels.email` for Herald, indented under `channels:`.
+    /// `channels.email` for Herald, indented under `channels:`, trusting
+    /// [`AUTHSERV_ID`]'s `Authentication-Results`.
     pub fn channel_yaml(&self) -> String {
         format!(
-            "  email:\n    from: {HERALD}\n    imap:\n      host: 127.0.0.1\n      port: {}\n      tls: none\n      username: herald\n      password: {PASSWORD}\n    smtp:\n      host: 127.0.0.1\n      port: {}\n      tls: none\n",
+            "  email:\n    from: {HERALD}\n    trusted_authserv_id: {AUTHSERV_ID}\n    imap:\n      host: 127.0.0.1\n      port: {}\n      tls: none\n      username: herald\n      password: {PASSWORD}\n    smtp:\n      host: 127.0.0.1\n      port: {}\n      tls: none\n",
             self.imap_port, self.smtp_port
         )
     }
@@ -194,6 +198,36 @@ impl MailServers {
             write.write_all(command.as_bytes()).await.expect("SMTP write");
             expect(code).await;
         }
+    }
+
+    /// How many bytes Dovecot sent to IMAP clients, over the sessions that
+    /// ended (its logout line says `out=`).
+    pub fn imap_bytes_sent(&self) -> u64 {
+        let log = std::fs::read_to_string(self.dir.path().join("dovecot.log")).unwrap_or_default();
+        log.lines()
+            .filter_map(|line| line.split(" out=").nth(1))
+            .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// How many of `user`'s mails carry the `\Seen` flag (Maildir `:2,…S…`).
+    pub fn seen(&self, user: &str) -> usize {
+        let Ok(entries) = std::fs::read_dir(self.maildir(user).join("cur")) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                name.rsplit_once(":2,").is_some_and(|(_, flags)| flags.contains('S'))
+            })
+            .count()
+    }
+
+    /// How many IMAP sessions ended (logged out or disconnected).
+    pub fn imap_sessions_ended(&self) -> usize {
+        let log = std::fs::read_to_string(self.dir.path().join("dovecot.log")).unwrap_or_default();
+        log.lines().filter(|line| line.contains(" out=")).count()
     }
 
     fn maildir(&self, user: &str) -> PathBuf {

@@ -69,6 +69,9 @@ pub trait FakePlatform: Send + Sync {
     /// Another user, not an admin.
     fn stranger(&self) -> FakeUser;
 
+    /// The bot itself, as the platform names the author of its messages.
+    fn bot(&self) -> FakeUser;
+
     /// The direct-message chat between `user` and the bot.
     fn dm_chat(&self, user: &FakeUser) -> String;
 

@@ -7,7 +7,8 @@
 //! - [`payload`]: pure, Discord message to [`herald_core::InboundMessage`].
 //! - [`render`]: pure, reply to create-message request body.
 //! - [`ratelimit`]: pure, per-route buckets from the response headers.
-//! - [`client`]: the only I/O: REST calls and the gateway session.
+//! - [`client`]: REST calls, and the outbound sender.
+//! - [`ingress`]: the gateway session, messages in.
 //!
 //! Architecture invariant: a received message goes to the sink before
 //! anything else happens for it, and messages go one at a time in the
@@ -17,6 +18,7 @@
 
 pub mod client;
 pub mod config;
+pub mod ingress;
 pub mod payload;
 pub mod ratelimit;
 pub mod render;
@@ -25,20 +27,25 @@ use std::sync::Arc;
 
 use herald_core::ChannelError;
 
-pub use client::{DiscordApi, DiscordIngress, DiscordSender};
+pub use client::{DiscordApi, DiscordSender};
 pub use config::DiscordConfig;
+pub use ingress::DiscordIngress;
 pub use payload::CHANNEL;
 
+use crate::Built;
 use crate::outbound::Delivery;
 
 /// The two halves of the Discord channel, sharing one REST client (and so
 /// one set of rate-limit buckets).
-pub fn build(config: &DiscordConfig) -> Result<(Delivery<DiscordSender>, DiscordIngress), ChannelError> {
+pub fn build(config: &DiscordConfig) -> Result<Built, ChannelError> {
     let api = Arc::new(DiscordApi::new(config)?);
     let delivery = Delivery::new(Arc::new(DiscordSender { api: api.clone() }), &config.rate_limits);
     let ingress = DiscordIngress {
         api,
         respond_in: config.respond_in(),
     };
-    Ok((delivery, ingress))
+    Ok(Built {
+        outbound: Arc::new(delivery),
+        ingress: Arc::new(ingress),
+    })
 }

@@ -185,5 +185,4 @@ pub fn inbound(message: &Message, place: Place, bot_id: u64, respond_in: &HashSe
 }
 
 #[cfg(test)]
-#[path = "payload_tests.rs"]
 mod tests;

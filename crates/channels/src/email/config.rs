@@ -17,6 +17,24 @@ pub struct EmailConfig {
     /// write; empty lets everyone through to access control.
     #[serde(default)]
     pub allow: Vec<String>,
+    /// The authserv-id of the receiving mail server whose
+    /// `Authentication-Results` headers Herald believes (`mx.example.com`).
+    /// Without it no sender is authenticated: mail is never from an admin
+    /// or an approved sender, whatever `From` says.
+    #[serde(default)]
+    pub trusted_authserv_id: Option<String>,
+    /// Mail larger than this (IMAP `RFC822.SIZE`) is not fetched: only its
+    /// headers are read, and the sender is told it was too large.
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: u32,
+}
+
+/// 5 MiB: a long text with a few photos; larger mail is mostly attachments,
+/// which Herald does not read anyway.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 5 * 1024 * 1024;
+
+fn default_max_message_bytes() -> u32 {
+    DEFAULT_MAX_MESSAGE_BYTES
 }
 
 /// How a connection is secured.
@@ -108,6 +126,19 @@ impl EmailConfig {
                 format!("`{bad}` is neither an address nor a @domain"),
             ));
         }
+        if self
+            .trusted_authserv_id
+            .as_ref()
+            .is_some_and(|id| id.trim().is_empty() || id.contains([';', ' ']))
+        {
+            return Err((
+                "channels.email.trusted_authserv_id",
+                "must be one server name (mx.example.com), as its Authentication-Results headers start".into(),
+            ));
+        }
+        if self.max_message_bytes < 1024 {
+            return Err(("channels.email.max_message_bytes", "must be at least 1024".into()));
+        }
         if self.imap.poll_interval < Duration::from_secs(1) {
             return Err(("channels.email.imap.poll_interval", "must be at least 1s".into()));
         }
@@ -161,6 +192,11 @@ mod tests {
         assert_eq!(config.imap.mailbox, "INBOX");
         assert!(config.imap.idle);
         assert_eq!(config.imap.poll_interval, Duration::from_secs(60));
+        assert_eq!(
+            config.trusted_authserv_id, None,
+            "nobody is authenticated unless configured"
+        );
+        assert_eq!(config.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
         assert!(config.check().is_ok());
         assert!(
             !format!("{config:?}").contains("\"pw\""),
@@ -194,6 +230,14 @@ mod tests {
         assert_eq!(
             parse(&bad_allow).unwrap().check().map_err(|(k, _)| k),
             Err("channels.email.allow")
+        );
+        let bad_trust = MINIMAL.replace(
+            r#""from""#,
+            r#""trusted_authserv_id": "mx.example.com; dkim=pass", "from""#,
+        );
+        assert_eq!(
+            parse(&bad_trust).unwrap().check().map_err(|(k, _)| k),
+            Err("channels.email.trusted_authserv_id")
         );
         let half_auth = MINIMAL.replace(r#""host": "smtp.example.com""#, r#""host": "s", "username": "u""#);
         assert_eq!(

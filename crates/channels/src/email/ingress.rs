@@ -9,19 +9,24 @@
 //! answered twice; a changed UIDVALIDITY re-reads the unseen mail the same way.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_imap::types::UnsolicitedResponse;
 use async_trait::async_trait;
 use futures::TryStreamExt;
-use herald_core::{ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundSink};
+use herald_core::{
+    Admission, ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundMessage, InboundSink, RetryClass,
+};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::retry::{PERSIST, Retry, hand_over, pause, reconnect};
+
 use super::client::{EmailSender, ImapSession, STATE_SCOPE, imap_error, imap_login};
 use super::config::{EmailConfig, ImapConfig, allowed};
-use super::payload::{CHANNEL, Classified, Mail, classify, thread_root, to_inbound};
+use super::payload::{CHANNEL, Classified, Mail, Reading, classify, thread_root, to_inbound};
 use super::render::Thread;
 
 /// IDLE is ended and issued again after this long (servers may drop it at 30 minutes).
@@ -47,9 +52,13 @@ pub struct EmailIngress {
     pub imap: ImapConfig,
     pub from: String,
     pub allow: Vec<String>,
+    pub trusted_authserv_id: Option<String>,
+    pub max_message_bytes: u32,
     pub store: Option<Arc<dyn ConversationStore>>,
     /// For `probe`: the SMTP side is checked too.
     pub smtp: Arc<EmailSender>,
+    /// Whether the missing `trusted_authserv_id` was logged already.
+    warned_untrusted: AtomicBool,
 }
 
 /// How far this mailbox has been read.
@@ -57,13 +66,6 @@ pub struct EmailIngress {
 struct Cursor {
     uid_validity: u32,
     last_uid: u32,
-}
-
-async fn pause(delay: Duration, shutdown: &CancellationToken) -> bool {
-    tokio::select! {
-        _ = shutdown.cancelled() => false,
-        _ = tokio::time::sleep(delay) => true,
-    }
 }
 
 impl EmailIngress {
@@ -81,8 +83,11 @@ impl EmailIngress {
             },
             from: config.from.clone(),
             allow: config.allow.clone(),
+            trusted_authserv_id: config.trusted_authserv_id.clone(),
+            max_message_bytes: config.max_message_bytes,
             store,
             smtp,
+            warned_untrusted: AtomicBool::new(false),
         }
     }
 
@@ -128,9 +133,16 @@ impl EmailIngress {
         thread_root(mail).to_owned()
     }
 
-    /// Hands one mail to the sink, retrying while the store is unavailable.
-    /// Returns false when shutdown came first.
-    async fn deliver(&self, mail: &Mail, sink: &dyn InboundSink, shutdown: &CancellationToken) -> bool {
+    /// Hands one mail to the sink, retrying while the store is unavailable;
+    /// with `unread`, a mail whose body was not fetched, the sink tells the
+    /// sender that instead. Returns false when shutdown came first.
+    async fn deliver(
+        &self,
+        mail: &Mail,
+        unread: Option<String>,
+        sink: &dyn InboundSink,
+        shutdown: &CancellationToken,
+    ) -> bool {
         let root = self.root_of(mail).await;
         if let Some(store) = &self.store {
             let thread = Thread {
@@ -144,21 +156,16 @@ impl EmailIngress {
             }
         }
         let message = to_inbound(mail, &root, chrono::Utc::now());
-        let mut delay = Duration::from_millis(200);
-        loop {
-            match sink.accept(message.clone()).await {
-                Ok(admission) => {
-                    debug!(message_id = %mail.message_id, ?admission, "mail accepted");
-                    return true;
-                }
-                Err(err) => {
-                    warn!(error = %err, "could not store an incoming mail; it stays unseen");
-                    if !pause(delay, shutdown).await {
-                        return false;
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(30));
-                }
+        let handed = match unread {
+            None => hand_over(sink, &message, shutdown).await,
+            Some(notice) => refuse_until_stored(sink, &message, &notice, shutdown).await,
+        };
+        match handed {
+            Some(admission) => {
+                debug!(message_id = %mail.message_id, ?admission, "mail accepted");
+                true
             }
+            None => false,
         }
     }
 
@@ -180,22 +187,48 @@ impl EmailIngress {
             .collect();
         uids.sort_unstable();
         for uid in uids {
+            let size = self.size_of(session, uid).await?;
+            let too_large = size > self.max_message_bytes;
+            // Over the cap only the header block is fetched: enough to know
+            // who wrote, whether to answer at all, and to say why not.
+            let part = if too_large { "BODY.PEEK[HEADER]" } else { "BODY.PEEK[]" };
             let fetched: Vec<_> = session
-                .uid_fetch(uid.to_string(), "(UID BODY.PEEK[])")
+                .uid_fetch(uid.to_string(), format!("(UID {part})"))
                 .await
                 .map_err(imap_error)?
                 .try_collect()
                 .await
                 .map_err(imap_error)?;
-            let raw = fetched.iter().find_map(|f| f.body()).unwrap_or_default();
+            let raw = fetched
+                .iter()
+                .find_map(|f| if too_large { f.header() } else { f.body() })
+                .unwrap_or_default();
             let fallback = format!("{}.{uid}@imap.{}", cursor.uid_validity, self.imap.host);
-            match classify(raw, &self.from, &fallback) {
+            let reading = Reading {
+                own: &self.from,
+                trusted_authserv_id: self.trusted_authserv_id.as_deref(),
+            };
+            match classify(raw, reading, &fallback) {
                 Classified::Ignored(reason) => debug!(uid, reason, "mail ignored"),
                 Classified::Mail(mail) if !allowed(&self.allow, &mail.from) => {
                     debug!(uid, "mail from a sender outside channels.email.allow ignored");
                 }
                 Classified::Mail(mail) => {
-                    if !self.deliver(&mail, sink, shutdown).await {
+                    let unread = too_large.then(|| {
+                        info!(
+                            uid,
+                            size,
+                            cap = self.max_message_bytes,
+                            "mail over the size cap; only its headers were read"
+                        );
+                        format!(
+                            "Your mail was {} KiB, more than the {} KiB I read, so I did not read it. \
+                             Please send the text alone, or a shorter mail.",
+                            size.div_ceil(1024),
+                            self.max_message_bytes / 1024
+                        )
+                    });
+                    if !self.deliver(&mail, unread, sink, shutdown).await {
                         return Ok(false);
                     }
                     let _: Vec<_> = session
@@ -211,6 +244,20 @@ impl EmailIngress {
             self.save_cursor(*cursor).await;
         }
         Ok(true)
+    }
+
+    /// `RFC822.SIZE` of one mail, before anything of it is fetched.
+    async fn size_of(&self, session: &mut ImapSession, uid: u32) -> Result<u32, ChannelError> {
+        let fetched: Vec<_> = session
+            .uid_fetch(uid.to_string(), "(UID RFC822.SIZE)")
+            .await
+            .map_err(imap_error)?
+            .try_collect()
+            .await
+            .map_err(imap_error)?;
+        // A server that does not say is treated as saying "too large": the
+        // cap is a promise about what Herald fetches.
+        Ok(fetched.iter().find_map(|f| f.size).unwrap_or(u32::MAX))
     }
 
     /// One connection's life: log in, select, read, wait for news, repeat.
@@ -277,6 +324,31 @@ impl EmailIngress {
     }
 }
 
+/// [`InboundSink::refuse`] until the sink answers, as [`hand_over`] does
+/// for a message it can read.
+async fn refuse_until_stored(
+    sink: &dyn InboundSink,
+    message: &InboundMessage,
+    notice: &str,
+    shutdown: &CancellationToken,
+) -> Option<Admission> {
+    let mut retry = Retry::new(PERSIST);
+    loop {
+        match sink.refuse(message.clone(), notice.to_owned()).await {
+            Ok(admission) => return Some(admission),
+            Err(err) => {
+                warn!(error = %err, "could not decide about a mail too large to read; it stays unseen");
+                if !retry.wait(RetryClass::Transient, shutdown).await {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Said once at start and by `herald doctor` when no server is trusted.
+pub const NO_TRUSTED_SERVER: &str = "channels.email.trusted_authserv_id is not set: no sender is authenticated, so mail is never from an admin or an approved sender (docs/channels.md)";
+
 #[async_trait]
 impl ChannelIngress for EmailIngress {
     fn channel(&self) -> ChannelName {
@@ -284,22 +356,14 @@ impl ChannelIngress for EmailIngress {
     }
 
     async fn run(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
-        let mut delay = Duration::from_secs(1);
-        loop {
-            let ended = self.session(sink.as_ref(), &shutdown).await;
-            sink.connected(&ChannelName::new(CHANNEL), false);
-            match ended {
-                Ok(()) => return Ok(()),
-                Err(ChannelError::Fatal(reason)) => return Err(ChannelError::Fatal(reason)),
-                Err(err) => {
-                    warn!(error = %err, ?delay, "IMAP connection lost; connecting again");
-                    if !pause(delay, &shutdown).await {
-                        return Ok(());
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(60));
-                }
-            }
+        if self.trusted_authserv_id.is_none() && !self.warned_untrusted.swap(true, Ordering::Relaxed) {
+            warn!("{NO_TRUSTED_SERVER}");
         }
+        let channel = ChannelName::new(CHANNEL);
+        reconnect("the IMAP connection", &channel, sink.as_ref(), &shutdown, || {
+            self.session(sink.as_ref(), &shutdown)
+        })
+        .await
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {
@@ -307,7 +371,11 @@ impl ChannelIngress for EmailIngress {
         session.select(&self.imap.mailbox).await.map_err(imap_error)?;
         let _ = session.logout().await;
         self.smtp.probe().await?;
-        Ok(format!("{} (IMAP {}, SMTP ok)", self.from, self.imap.mailbox))
+        let trust = match &self.trusted_authserv_id {
+            Some(server) => format!("senders authenticated by {server}"),
+            None => format!("warning: {NO_TRUSTED_SERVER}"),
+        };
+        Ok(format!("{} (IMAP {}, SMTP ok; {trust})", self.from, self.imap.mailbox))
     }
 }
 

@@ -1,6 +1,8 @@
 //! Email: mail read over IMAP (IDLE or polling), answered over SMTP.
 //!
 //! - [`config`]: `channels.email` in herald.yaml.
+//! - [`auth`]: whether `From` is authenticated, from the trusted server's
+//!   `Authentication-Results` (pure).
 //! - [`payload`]: raw mail -> [`InboundMessage`](herald_core::InboundMessage) (pure).
 //! - [`render`]: reply -> a threaded mail (pure).
 //! - [`client`]: IMAP login (plain, TLS, STARTTLS) and the SMTP sender.
@@ -11,6 +13,7 @@
 //! References start with that id) continues it. The Message-ID is the dedup
 //! key, so a mail read twice (a restart, a UIDVALIDITY change) is answered once.
 
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod ingress;
@@ -26,17 +29,12 @@ pub use config::{EmailConfig, Tls};
 pub use ingress::EmailIngress;
 pub use payload::CHANNEL;
 
+use crate::Built;
 use crate::outbound::{Delivery, Rate, RateLimits};
-
-/// Both halves of the email channel, not yet connected.
-pub struct Email {
-    pub outbound: Arc<Delivery<EmailSender>>,
-    pub ingress: Arc<EmailIngress>,
-}
 
 /// Builds the channel from its configuration. `store` keeps the mailbox
 /// cursor and the thread map; without one (`herald doctor`) nothing is kept.
-pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Email, ChannelError> {
+pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Built, ChannelError> {
     if let Err((key, message)) = config.check() {
         return Err(ChannelError::Fatal(format!("{key}: {message}")));
     }
@@ -52,5 +50,5 @@ pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) ->
     };
     let outbound = Arc::new(Delivery::new(sender.clone(), &limits));
     let ingress = Arc::new(EmailIngress::new(config, store, sender));
-    Ok(Email { outbound, ingress })
+    Ok(Built { outbound, ingress })
 }

@@ -4,13 +4,17 @@
 //! model (text/plain, else the HTML as text, without quoted history and the
 //! signature), which thread the mail belongs to, and which mail is never
 //! answered because answering it could start a loop (auto-replies, lists,
-//! bounces, Herald's own mail).
+//! bounces, Herald's own mail), and whether the sender is who `From` says
+//! ([`super::auth`]): an authenticated sender's actor id is
+//! `email:<address>`, any other's `email:unverified:<address>`.
 
 use herald_core::{
     ActorId, Attachment, ChannelName, ConversationId, ConversationKind, ConversationRef, InboundMessage, Sender,
     Timestamp,
 };
 use mail_parser::{HeaderValue, MessageParser, MimeHeaders};
+
+use super::auth;
 
 pub const CHANNEL: &str = "email";
 
@@ -27,6 +31,18 @@ pub struct Mail {
     pub subject: String,
     pub text: String,
     pub attachments: Vec<Attachment>,
+    /// Whether the trusted server vouched for `from` ([`super::auth`]).
+    pub authenticated: bool,
+}
+
+/// What decides how a mail is read: Herald's own address, and the server
+/// whose `Authentication-Results` count.
+#[derive(Clone, Copy, Debug)]
+pub struct Reading<'a> {
+    /// Herald's address: mail from it is never answered.
+    pub own: &'a str,
+    /// `channels.email.trusted_authserv_id`.
+    pub trusted_authserv_id: Option<&'a str>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,9 +51,10 @@ pub enum Classified {
     Ignored(&'static str),
 }
 
-/// Parses one mail. `own` is Herald's address; `fallback_id` names a mail
-/// that has no Message-ID.
-pub fn classify(raw: &[u8], own: &str, fallback_id: &str) -> Classified {
+/// Parses one mail (or only its header block: the text is then empty);
+/// `fallback_id` names a mail that has no Message-ID.
+pub fn classify(raw: &[u8], reading: Reading<'_>, fallback_id: &str) -> Classified {
+    let own = reading.own;
     let Some(message) = MessageParser::default().parse(raw) else {
         return Classified::Ignored("not a mail");
     };
@@ -68,6 +85,9 @@ pub fn classify(raw: &[u8], own: &str, fallback_id: &str) -> Classified {
     if header_text("X-Autoreply").is_some() || header_text("X-Autorespond").is_some() {
         return Classified::Ignored("an automatic message (X-Autoreply)");
     }
+    let domain = address.rsplit_once('@').map(|(_, domain)| domain).unwrap_or_default();
+    let authenticated =
+        auth::verdict(&auth::header_fields(raw), reading.trusted_authserv_id, domain) == auth::Verdict::Authenticated;
     let body = message.body_text(0).map(|text| text.into_owned()).unwrap_or_default();
     let attachments = message
         .attachments()
@@ -95,6 +115,7 @@ pub fn classify(raw: &[u8], own: &str, fallback_id: &str) -> Classified {
         subject: message.subject().unwrap_or_default().trim().to_owned(),
         text: clean_body(&body),
         attachments,
+        authenticated,
     }))
 }
 
@@ -158,19 +179,29 @@ pub fn thread_root(mail: &Mail) -> &str {
 pub fn to_inbound(mail: &Mail, root: &str, received_at: Timestamp) -> InboundMessage {
     let channel = ChannelName::new(CHANNEL);
     let mut text = mail.text.clone();
-    if !mail.subject.is_empty() && mail.in_reply_to.is_none() {
+    // A chat command (`/pair approve …`) is read as written: the subject
+    // in front would hide it.
+    if !mail.subject.is_empty() && mail.in_reply_to.is_none() && !mail.text.starts_with('/') {
         text = format!("Subject: {}\n\n{text}", mail.subject);
     }
+    let sender = if mail.authenticated {
+        ActorId::on(&channel, &mail.from)
+    } else {
+        ActorId::unverified(&channel, &mail.from)
+    };
+    // The conversation is the sender's as Herald knows them: a forged From
+    // does not write into the real sender's thread (and history).
+    let conversation = sender.as_str().trim_start_matches(&format!("{CHANNEL}:")).to_owned();
     InboundMessage {
         conversation: ConversationRef {
-            id: ConversationId::new(format!("{CHANNEL}:{}/{root}", mail.from)),
+            id: ConversationId::new(format!("{CHANNEL}:{conversation}/{root}")),
             channel: channel.clone(),
             kind: ConversationKind::Direct,
             chat: mail.from.clone(),
             thread: Some(root.to_owned()),
         },
         sender: Sender {
-            id: ActorId::on(&channel, &mail.from),
+            id: sender,
             display_name: mail.display_name.clone(),
         },
         text,
@@ -184,5 +215,4 @@ pub fn to_inbound(mail: &Mail, root: &str, received_at: Timestamp) -> InboundMes
 }
 
 #[cfg(test)]
-#[path = "payload_tests.rs"]
 mod tests;

@@ -105,7 +105,14 @@ pub fn reply(reply: &Reply<'_>) -> Result<Message, ChannelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::email::payload::{Classified, classify};
+    use crate::email::payload::{Classified, Reading, classify};
+
+    fn reading(own: &str) -> Reading<'_> {
+        Reading {
+            own,
+            trusted_authserv_id: None,
+        }
+    }
 
     #[test]
     fn subjects_get_one_re() {
@@ -158,11 +165,11 @@ mod tests {
         assert_eq!(parsed.body_text(0).unwrap().trim(), "Thai it is.");
         // Herald never answers its own mail, and nobody else's robot should either.
         assert!(matches!(
-            classify(&mail, "herald@example.com", "x"),
+            classify(&mail, reading("herald@example.com"), "x"),
             Classified::Ignored(_)
         ));
         assert!(
-            matches!(classify(&mail, "other@example.com", "x"), Classified::Ignored(r) if r.contains("Auto-Submitted"))
+            matches!(classify(&mail, reading("other@example.com"), "x"), Classified::Ignored(r) if r.contains("Auto-Submitted"))
         );
     }
 }

@@ -15,12 +15,14 @@
 //! - `payload`: events to normalized messages (pure).
 //! - `render`: a reply chunk to a `chat.postMessage` request (pure).
 //! - `signature`: the Events API request signature check (pure).
-//! - `client`: every call to Slack, and the two ways of receiving.
+//! - `client`: every Web API call, and the outbound sender.
+//! - `ingress`: the two ways of receiving (Socket Mode, Events API).
 //!
 //! [`Limit::SLACK`]: crate::chunk::Limit::SLACK
 
-mod client;
+pub mod client;
 pub mod config;
+pub mod ingress;
 pub mod payload;
 pub mod render;
 pub mod signature;
@@ -29,26 +31,22 @@ use std::sync::Arc;
 
 use herald_core::{ChannelError, SystemClock};
 
-pub use client::{SlackApi, SlackIngress, SlackSender, classify};
+pub use client::{SlackApi, SlackSender, classify};
 pub use config::{SlackConfig, SlackMode};
+pub use ingress::SlackIngress;
 
+use crate::Built;
 use crate::outbound::Delivery;
 
 pub const CHANNEL: &str = "slack";
 
-/// Both halves of the Slack channel, sharing one Web API client.
-pub struct Slack {
-    pub outbound: Arc<Delivery<SlackSender>>,
-    pub ingress: Arc<SlackIngress>,
-}
-
 /// The Slack channel `config` describes, not yet connected.
-pub fn build(config: &SlackConfig) -> Result<Slack, ChannelError> {
+pub fn build(config: &SlackConfig) -> Result<Built, ChannelError> {
     config
         .check()
         .map_err(|reason| ChannelError::Fatal(format!("channels.slack: {reason}")))?;
     let api = Arc::new(SlackApi::new(config));
-    Ok(Slack {
+    Ok(Built {
         outbound: Arc::new(Delivery::new(
             Arc::new(SlackSender::new(api.clone())),
             &config.rate_limits,

@@ -175,5 +175,4 @@ fn clean_text(text: &str, bot_user: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "payload_tests.rs"]
 mod tests;

@@ -65,8 +65,25 @@ pub struct WebhookConfig {
     /// The public HTTPS URL Telegram posts to; its path is the route served.
     pub url: String,
     /// Sent by Telegram in `X-Telegram-Bot-Api-Secret-Token`; requests
-    /// without it are refused with 401. 1–256 of `A-Z a-z 0-9 _ -`.
-    pub secret: SecretString,
+    /// without it are refused with 401. 32 to 256 of `A-Z a-z 0-9 _ -`;
+    /// when absent, each start generates a random one and registers it
+    /// with `setWebhook` (set one when several processes share the URL).
+    #[serde(default)]
+    pub secret: Option<SecretString>,
+}
+
+/// The shortest webhook secret accepted: a guess must not be feasible.
+pub const MIN_WEBHOOK_SECRET: usize = 32;
+
+/// A random webhook secret: 48 characters of Telegram's alphabet.
+pub fn generate_webhook_secret() -> SecretString {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+    let mut rng = rand::thread_rng();
+    let secret: String = (0..48)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect();
+    SecretString::from(secret)
 }
 
 /// A chat id, or a chat id and topic, as written in `respond_in`.
@@ -174,15 +191,18 @@ impl TelegramConfig {
                 "is required with `mode: webhook` (listen, url, secret)".into(),
             )),
             (TelegramMode::Webhook, Some(webhook)) => {
-                let secret = webhook.secret.expose_secret();
-                let allowed = secret
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-                if secret.is_empty() || secret.len() > 256 || !allowed {
-                    return Err((
-                        "channels.telegram.webhook.secret",
-                        "must be 1 to 256 characters of A-Z, a-z, 0-9, `_` and `-`".into(),
-                    ));
+                if let Some(secret) = &webhook.secret {
+                    let secret = secret.expose_secret();
+                    let allowed = secret
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                    if secret.len() < MIN_WEBHOOK_SECRET || secret.len() > 256 || !allowed {
+                        return Err((
+                            "channels.telegram.webhook.secret",
+                            "must be 32 to 256 characters of A-Z, a-z, 0-9, `_` and `-` (or left out: Herald then generates one)"
+                                .into(),
+                        ));
+                    }
                 }
                 if !webhook.url.starts_with("https://") && !webhook.url.starts_with("http://") {
                     return Err((
@@ -252,12 +272,46 @@ mod tests {
     }
 
     #[test]
+    fn a_webhook_secret_is_long_or_generated() {
+        let with = |secret: &str| {
+            parse(&format!(
+                r#"{{"token": "1:a", "mode": "webhook", "webhook": {{"listen": "127.0.0.1:8443", "url": "https://x/tg"{secret}}}}}"#
+            ))
+            .unwrap()
+        };
+        assert!(
+            with(r#", "secret": "abcdefghijklmnopqrstuvwxyz012345""#)
+                .check()
+                .is_ok()
+        );
+        assert!(with("").check().is_ok(), "left out, one is generated");
+        let generated = generate_webhook_secret();
+        let generated = generated.expose_secret();
+        assert_eq!(generated.len(), 48);
+        assert!(
+            generated
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        );
+        assert_ne!(generated, generate_webhook_secret().expose_secret());
+    }
+
+    #[test]
     fn checks_name_the_key() {
         for (json, key) in [
             (r#"{"token": "nocolon"}"#, "channels.telegram.token"),
             (r#"{"token": "1:a", "mode": "webhook"}"#, "channels.telegram.webhook"),
             (
                 r#"{"token": "1:a", "mode": "webhook", "webhook": {"listen": "127.0.0.1:8443", "url": "https://x/tg", "secret": "has space"}}"#,
+                "channels.telegram.webhook.secret",
+            ),
+            // Guessable: one character, or 31.
+            (
+                r#"{"token": "1:a", "mode": "webhook", "webhook": {"listen": "127.0.0.1:8443", "url": "https://x/tg", "secret": "x"}}"#,
+                "channels.telegram.webhook.secret",
+            ),
+            (
+                r#"{"token": "1:a", "mode": "webhook", "webhook": {"listen": "127.0.0.1:8443", "url": "https://x/tg", "secret": "abcdefghijklmnopqrstuvwxyz01234"}}"#,
                 "channels.telegram.webhook.secret",
             ),
             (

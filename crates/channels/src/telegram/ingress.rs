@@ -16,14 +16,16 @@ use async_trait::async_trait;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use herald_core::{ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundSink, StoreError};
+use herald_core::{ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundSink, RetryClass, StoreError};
 use secrecy::{ExposeSecret, SecretString};
 use teloxide::types::{AllowedUpdate, Update};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::retry::{PERSIST, Retry, hand_over, persist};
+
 use super::client::TelegramApi;
-use super::config::{TelegramMode, WebhookConfig};
+use super::config::{TelegramMode, WebhookConfig, generate_webhook_secret};
 use super::payload::{BotIdentity, CHANNEL, Classified, PayloadRules, classify};
 
 /// Where polling progress is kept in the store's state.
@@ -41,7 +43,7 @@ impl From<&WebhookConfig> for WebhookSettings {
         Self {
             listen: config.listen,
             url: config.url.clone(),
-            secret: config.secret.clone(),
+            secret: config.secret.clone().unwrap_or_else(generate_webhook_secret),
         }
     }
 }
@@ -56,18 +58,6 @@ pub struct TelegramIngress {
     pub poll_timeout: Duration,
 }
 
-/// Waits `delay` unless shutdown comes first; returns whether to go on.
-async fn pause(delay: Duration, shutdown: &CancellationToken) -> bool {
-    tokio::select! {
-        _ = shutdown.cancelled() => false,
-        _ = tokio::time::sleep(delay) => true,
-    }
-}
-
-fn next_backoff(delay: Duration) -> Duration {
-    (delay * 2).min(Duration::from_secs(30))
-}
-
 impl TelegramIngress {
     fn allowed_updates(&self) -> Vec<AllowedUpdate> {
         let mut allowed = vec![AllowedUpdate::Message];
@@ -75,44 +65,6 @@ impl TelegramIngress {
             allowed.push(AllowedUpdate::EditedMessage);
         }
         allowed
-    }
-
-    /// Runs `call` until it succeeds, waiting out transient failures; a fatal
-    /// error ends it. `None` means shutdown came first.
-    async fn persist<T, F, Fut>(
-        &self,
-        what: &str,
-        shutdown: &CancellationToken,
-        mut call: F,
-    ) -> Option<Result<T, ChannelError>>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, ChannelError>>,
-    {
-        let mut delay = Duration::from_secs(1);
-        loop {
-            let result = tokio::select! {
-                _ = shutdown.cancelled() => return None,
-                result = call() => result,
-            };
-            match result {
-                Ok(value) => return Some(Ok(value)),
-                Err(ChannelError::Fatal(reason)) => return Some(Err(ChannelError::Fatal(reason))),
-                Err(ChannelError::RateLimited { retry_after }) => {
-                    warn!(?retry_after, "Telegram asked to wait before {what}");
-                    if !pause(retry_after, shutdown).await {
-                        return None;
-                    }
-                }
-                Err(ChannelError::Transient(reason)) => {
-                    warn!(error = %reason, ?delay, "{what} failed; trying again");
-                    if !pause(delay, shutdown).await {
-                        return None;
-                    }
-                    delay = next_backoff(delay);
-                }
-            }
-        }
     }
 
     /// Hands one update to the sink, retrying while the store is unavailable.
@@ -130,21 +82,12 @@ impl TelegramIngress {
                 return true;
             }
         };
-        let mut delay = Duration::from_millis(200);
-        loop {
-            match sink.accept((*message).clone()).await {
-                Ok(admission) => {
-                    debug!(update = update.id.0, ?admission, "update accepted");
-                    return true;
-                }
-                Err(err) => {
-                    warn!(error = %err, "could not store an incoming message; it stays unconfirmed");
-                    if !pause(delay, shutdown).await {
-                        return false;
-                    }
-                    delay = next_backoff(delay);
-                }
+        match hand_over(sink, &message, shutdown).await {
+            Some(admission) => {
+                debug!(update = update.id.0, ?admission, "update accepted");
+                true
             }
+            None => false,
         }
     }
 
@@ -158,11 +101,10 @@ impl TelegramIngress {
     }
 
     async fn poll(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
-        let Some(bot) = self.persist("getMe", &shutdown, || self.api.me()).await.transpose()? else {
+        let Some(bot) = persist("getMe", &shutdown, || self.api.me()).await.transpose()? else {
             return Ok(());
         };
-        if self
-            .persist("removing the webhook", &shutdown, || self.api.ensure_no_webhook())
+        if persist("removing the webhook", &shutdown, || self.api.ensure_no_webhook())
             .await
             .transpose()?
             .is_none()
@@ -182,26 +124,27 @@ impl TelegramIngress {
         // poll says otherwise.
         let channel = ChannelName::new(CHANNEL);
         sink.connected(&channel, true);
-        let mut delay = Duration::from_secs(1);
+        let mut retry = Retry::new(PERSIST);
         loop {
             let updates = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 updates = self.api.updates(offset, self.poll_timeout, self.allowed_updates()) => updates,
             };
             sink.connected(&channel, updates.is_ok());
-            let updates = match updates {
+            let err = match updates {
                 Ok(updates) => {
-                    delay = Duration::from_secs(1);
-                    updates
+                    retry.succeeded();
+                    if !self.deliver_all(&updates, &bot, sink.as_ref(), &shutdown).await {
+                        return Ok(());
+                    }
+                    if let Some(last) = updates.last() {
+                        offset = i32::try_from(u64::from(last.id.0) + 1).ok();
+                        self.store_offset(&key, offset).await;
+                    }
+                    continue;
                 }
                 Err(ChannelError::Fatal(reason)) if reason.contains("Invalid bot token") => {
                     return Err(ChannelError::Fatal(reason));
-                }
-                Err(ChannelError::RateLimited { retry_after }) => {
-                    if !pause(retry_after, &shutdown).await {
-                        return Ok(());
-                    }
-                    continue;
                 }
                 // Someone set a webhook since start; polling needs it gone.
                 Err(ChannelError::Fatal(reason)) if reason.contains("webhook is active") => {
@@ -209,37 +152,47 @@ impl TelegramIngress {
                     if let Err(err) = self.api.ensure_no_webhook().await {
                         warn!(error = %err, "could not remove the webhook");
                     }
-                    if !pause(delay, &shutdown).await {
-                        return Ok(());
-                    }
-                    delay = next_backoff(delay);
-                    continue;
+                    ChannelError::Transient(reason)
                 }
-                Err(err) => {
-                    warn!(error = %err, ?delay, "getUpdates failed; polling again after a pause");
-                    if !pause(delay, &shutdown).await {
-                        return Ok(());
-                    }
-                    delay = next_backoff(delay);
-                    continue;
-                }
+                Err(err) => err,
             };
-            let Some(last) = updates.last().map(|u| u.id.0) else {
-                continue;
+            // Any other refusal of a poll is waited out like an outage: the
+            // updates stay with Telegram until a poll confirms them.
+            let class = match err.retry_class() {
+                RetryClass::Fatal => RetryClass::Transient,
+                class => class,
             };
-            for update in &updates {
-                if !self.deliver(update, &bot, sink.as_ref(), &shutdown).await {
-                    return Ok(());
-                }
+            warn!(error = %err, "getUpdates failed; polling again after a pause");
+            if !retry.wait(class, &shutdown).await {
+                return Ok(());
             }
-            offset = i32::try_from(u64::from(last) + 1).ok();
-            if let (Some(next), Some(store)) = (offset, &self.store)
-                && let Err(err) = store.put_state(STATE_SCOPE, &key, &serde_json::json!(next)).await
-            {
-                // The next getUpdates confirms anyway; a restart before it
-                // would see these updates again and drop them as duplicates.
-                warn!(error = %err, "could not store the update offset");
+        }
+    }
+
+    /// Hands a poll's updates to the sink in order. Returns false when
+    /// shutdown came first.
+    async fn deliver_all(
+        &self,
+        updates: &[Update],
+        bot: &BotIdentity,
+        sink: &dyn InboundSink,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        for update in updates {
+            if !self.deliver(update, bot, sink, shutdown).await {
+                return false;
             }
+        }
+        true
+    }
+
+    async fn store_offset(&self, key: &str, offset: Option<i32>) {
+        if let (Some(next), Some(store)) = (offset, &self.store)
+            && let Err(err) = store.put_state(STATE_SCOPE, key, &serde_json::json!(next)).await
+        {
+            // The next getUpdates confirms anyway; a restart before it
+            // would see these updates again and drop them as duplicates.
+            warn!(error = %err, "could not store the update offset");
         }
     }
 
@@ -251,7 +204,7 @@ impl TelegramIngress {
         let path = url::Url::parse(&settings.url)
             .map(|url| url.path().to_owned())
             .map_err(|err| ChannelError::Fatal(format!("channels.telegram.webhook.url is not a URL: {err}")))?;
-        let Some(bot) = self.persist("getMe", &shutdown, || self.api.me()).await.transpose()? else {
+        let Some(bot) = persist("getMe", &shutdown, || self.api.me()).await.transpose()? else {
             return Ok(());
         };
         let listener = tokio::net::TcpListener::bind(settings.listen).await.map_err(|err| {
@@ -260,13 +213,12 @@ impl TelegramIngress {
                 settings.listen
             ))
         })?;
-        let registered = self
-            .persist("setWebhook", &shutdown, || {
-                self.api
-                    .set_webhook(&settings.url, &settings.secret, self.allowed_updates())
-            })
-            .await
-            .transpose()?;
+        let registered = persist("setWebhook", &shutdown, || {
+            self.api
+                .set_webhook(&settings.url, &settings.secret, self.allowed_updates())
+        })
+        .await
+        .transpose()?;
         if registered.is_none() {
             return Ok(());
         }

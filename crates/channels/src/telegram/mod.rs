@@ -29,20 +29,15 @@ pub use client::{TelegramApi, TelegramSender};
 pub use config::{TelegramConfig, TelegramMode};
 pub use ingress::TelegramIngress;
 
+use crate::Built;
 use crate::outbound::Delivery;
 use ingress::WebhookSettings;
 use payload::PayloadRules;
 
-/// Both halves of the Telegram channel, not yet connected.
-pub struct Telegram {
-    pub outbound: Arc<Delivery<TelegramSender>>,
-    pub ingress: Arc<TelegramIngress>,
-}
-
 /// Builds the channel from its configuration. `store` keeps the polling
 /// offset across restarts; without one (`herald doctor`, which only probes)
 /// Telegram's own confirmation state is all there is.
-pub fn build(config: &TelegramConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Telegram, ChannelError> {
+pub fn build(config: &TelegramConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Built, ChannelError> {
     if let Err((key, message)) = config.check() {
         return Err(ChannelError::Fatal(format!("{key}: {message}")));
     }
@@ -60,5 +55,5 @@ pub fn build(config: &TelegramConfig, store: Option<Arc<dyn ConversationStore>>)
         webhook: config.webhook.as_ref().map(WebhookSettings::from),
         poll_timeout: config.poll_timeout,
     });
-    Ok(Telegram { outbound, ingress })
+    Ok(Built { outbound, ingress })
 }

@@ -237,5 +237,4 @@ fn attachments(message: &Message) -> Vec<Attachment> {
 }
 
 #[cfg(test)]
-#[path = "payload_tests.rs"]
 mod tests;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod email;
+
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
 

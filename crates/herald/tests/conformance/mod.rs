@@ -107,6 +107,8 @@ pub struct Options {
     pub access_unknown: &'static str,
     /// Appended to herald.yaml (top-level keys not written otherwise).
     pub extra: String,
+    /// Actor ids listed in `admins` beside the fake's admin.
+    pub more_admins: Vec<String>,
 }
 
 impl Default for Options {
@@ -115,6 +117,7 @@ impl Default for Options {
             storage_url: None,
             access_unknown: "pair",
             extra: String::new(),
+            more_admins: Vec::new(),
         }
     }
 }
@@ -164,13 +167,18 @@ impl<P: FakePlatform> Setup<P> {
             "storage:\n  url: {storage_url}\n\
              llm:\n  base_url: {base}\n  api_key: test-key\n  model: scripted\n  retry_base: 10ms\n  retry_max: 50ms\n\
              queue:\n  lease: 2s\n\
-             admins: [\"{channel}:{admin}\"]\n\
+             admins: [\"{channel}:{admin}\"{more_admins}]\n\
              access:\n  unknown: {unknown}\n\
              log:\n  level: \"warn,herald=info,herald_agent=info\"\n\
              channels:\n  {channel}:\n{channel_yaml}{extra}",
             base = model.base_url(),
             channel = platform.channel(),
             admin = admin.id,
+            more_admins = options
+                .more_admins
+                .iter()
+                .map(|id| format!(", \"{id}\""))
+                .collect::<String>(),
             unknown = options.access_unknown,
             channel_yaml = platform.channel_yaml(),
             extra = options.extra,

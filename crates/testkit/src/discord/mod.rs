@@ -588,6 +588,13 @@ impl FakePlatform for FakeDiscord {
         }
     }
 
+    fn bot(&self) -> FakeUser {
+        FakeUser {
+            id: BOT_ID.into(),
+            name: "herald".into(),
+        }
+    }
+
     fn stranger(&self) -> FakeUser {
         FakeUser {
             id: STRANGER_ID.into(),

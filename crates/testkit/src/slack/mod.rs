@@ -472,6 +472,13 @@ impl FakePlatform for FakeSlack {
         self.admin.clone()
     }
 
+    fn bot(&self) -> FakeUser {
+        FakeUser {
+            id: BOT_USER_ID.into(),
+            name: BOT_NAME.into(),
+        }
+    }
+
     fn stranger(&self) -> FakeUser {
         self.stranger.clone()
     }

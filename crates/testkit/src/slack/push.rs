@@ -8,39 +8,23 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::Request;
+use hmac::{Hmac, Mac};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use tokio::sync::{mpsc, watch};
 
 use super::state::{PushAttempt, unix_seconds};
 use super::{SIGNING_SECRET, Shared};
 
-/// HMAC-SHA256 (RFC 2104) of `message` under `key`.
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut block_key = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        block_key[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block_key[..key.len()].copy_from_slice(key);
-    }
-    let inner_pad: Vec<u8> = block_key.iter().map(|b| b ^ 0x36).collect();
-    let outer_pad: Vec<u8> = block_key.iter().map(|b| b ^ 0x5c).collect();
-    let inner = Sha256::new().chain_update(&inner_pad).chain_update(message).finalize();
-    Sha256::new()
-        .chain_update(&outer_pad)
-        .chain_update(inner)
-        .finalize()
-        .into()
-}
-
-/// The `X-Slack-Signature` value for a request body sent at `timestamp`.
+/// The `X-Slack-Signature` value for a request body sent at `timestamp`:
+/// `v0=` + hex(HMAC-SHA256(secret, `v0:{timestamp}:{body}`)).
 pub fn signature(secret: &str, timestamp: u64, body: &str) -> String {
-    let base = format!("v0:{timestamp}:{body}");
-    format!("v0={}", hex::encode(hmac_sha256(secret.as_bytes(), base.as_bytes())))
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(format!("v0:{timestamp}:{body}").as_bytes());
+    format!("v0={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// Why a push is being retried, as `X-Slack-Retry-Reason` says it.

@@ -524,6 +524,13 @@ impl FakePlatform for FakeTelegram {
         }
     }
 
+    fn bot(&self) -> FakeUser {
+        FakeUser {
+            id: BOT_ID.to_string(),
+            name: self.bot_username(),
+        }
+    }
+
     fn stranger(&self) -> FakeUser {
         FakeUser {
             id: "2002".into(),

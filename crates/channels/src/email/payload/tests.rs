@@ -1,15 +1,20 @@
 use super::*;
 
 const OWN: &str = "herald@example.com";
+const READING: Reading<'static> = Reading {
+    own: OWN,
+    trusted_authserv_id: Some("mx.example.com"),
+};
 
 fn mail(raw: &str) -> Mail {
-    match classify(raw.replace('\n', "\r\n").as_bytes(), OWN, "1.7@imap") {
+    match classify(raw.replace('\n', "\r\n").as_bytes(), READING, "1.7@imap") {
         Classified::Mail(mail) => *mail,
         Classified::Ignored(reason) => panic!("ignored: {reason}"),
     }
 }
 
-const PLAIN: &str = "From: Alice Example <Alice@Example.com>
+const PLAIN: &str = "Authentication-Results: mx.example.com; dmarc=pass header.from=example.com
+From: Alice Example <Alice@Example.com>
 To: herald@example.com
 Subject: Lunch plans
 Message-ID: <first@alice.example>
@@ -38,6 +43,27 @@ fn a_plain_mail_becomes_a_message_without_its_signature() {
     );
     assert_eq!(inbound.sender.id.as_str(), "email:alice@example.com");
     assert_eq!(inbound.dedup_key(), "email:first@alice.example");
+    // The same mail without the trusted server's word: the sender only
+    // claims to be Alice.
+    let claimed = self::mail(PLAIN.split_once('\n').unwrap().1);
+    assert!(!claimed.authenticated);
+    let read = to_inbound(&claimed, thread_root(&claimed), chrono::Utc::now());
+    assert_eq!(read.sender.id.as_str(), "email:unverified:alice@example.com");
+    assert_eq!(
+        read.conversation.id.as_str(),
+        "email:unverified:alice@example.com/first@alice.example",
+        "not Alice's conversation"
+    );
+    assert_eq!(
+        read.conversation.chat, "alice@example.com",
+        "answers still go to the address"
+    );
+    assert!(!read.sender.id.is_verified());
+
+    // A command in the body is not hidden behind the subject.
+    let command = self::mail(&PLAIN.replace("Where should we eat today?", "/pair list"));
+    let read = to_inbound(&command, thread_root(&command), chrono::Utc::now());
+    assert_eq!(read.text, "/pair list");
     assert!(inbound.mentions_bot);
     assert_eq!(inbound.text, "Subject: Lunch plans\n\nWhere should we eat today?");
 }
@@ -149,7 +175,7 @@ fn noise_and_loops_are_not_answered() {
         }
         raw.push_str(headers);
         raw.push_str("\nhello\n");
-        let outcome = classify(raw.replace('\n', "\r\n").as_bytes(), OWN, "x");
+        let outcome = classify(raw.replace('\n', "\r\n").as_bytes(), READING, "x");
         assert!(
             matches!(outcome, Classified::Ignored(reason) if reason.contains(why)),
             "{headers}{from:?}: {outcome:?}"
