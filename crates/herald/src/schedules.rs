@@ -9,12 +9,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use herald_core::{
-    ConversationId, ConversationRef, ConversationStore, ToolCall, ToolOutput, Toolbox, TurnPreparation, TurnScope,
-};
+use herald_core::{ConversationStore, ToolCall, ToolOutput, Toolbox, TurnPreparation, TurnScope};
 use herald_schedule::command::USAGE;
 use herald_schedule::{Listed, ScheduleCommand, ScheduleSpec, Schedules, parse_schedule_command};
-use herald_skills::{CoreSkill, Policy, SkillContext, SkillError, SkillName, SkillSpec, TurnView};
+use herald_skills::{CoreSkill, Policy, SkillContext, SkillError, SkillName, SkillSpec, TurnView, target_conversation};
 use serde_json::{Value, json};
 
 pub const SCHEDULE_TASK: &str = "schedule_task";
@@ -88,24 +86,15 @@ impl CoreSkill for ScheduleTask {
     }
 
     async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
-        let current = &context.scope.conversation;
-        let target = match arguments.get("conversation").and_then(Value::as_str) {
-            None => current.clone(),
-            Some(id) if id == current.id.as_str() => current.clone(),
-            Some(id) => {
-                if !context.is_admin {
-                    tracing::warn!(conversation = %current.id, "schedule_task into another conversation refused for a non-admin");
-                    return Err(SkillError::refused(
-                        "only admins may schedule into another conversation; nothing was scheduled",
-                    ));
-                }
-                known_conversation(self.conversations.as_ref(), &ConversationId::new(id))
-                    .await?
-                    .ok_or_else(|| {
-                        SkillError::refused(format!("no known conversation `{id}`; nothing was scheduled"))
-                    })?
-            }
-        };
+        let target = target_conversation(
+            context.scope,
+            context.is_admin,
+            arguments.get("conversation").and_then(Value::as_str),
+            self.conversations.as_ref(),
+            "schedule into",
+            "nothing was scheduled",
+        )
+        .await?;
         let when = arguments["when"].as_str().unwrap_or_default();
         let instruction = arguments["instruction"].as_str().unwrap_or_default();
         let (spec, rest) = ScheduleSpec::parse_words(when, self.schedules.now())
@@ -122,13 +111,6 @@ impl CoreSkill for ScheduleTask {
             .map_err(|err| SkillError::InvalidArguments(err.to_string()))?;
         Ok(ToolOutput::ok(format!("Scheduled: {}", listed.line())))
     }
-}
-
-async fn known_conversation(
-    conversations: &dyn ConversationStore,
-    id: &ConversationId,
-) -> Result<Option<ConversationRef>, SkillError> {
-    Ok(conversations.conversation(id).await?)
 }
 
 /// A toolbox that answers `/schedule …` itself and hands everything else to

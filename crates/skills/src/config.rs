@@ -105,7 +105,7 @@ impl SkillsConfig {
             .unwrap_or_else(|| PathBuf::from("skills"))
     }
 
-    /// The script timeout, never above [`MAX_SCRIPT_TIMEOUT`].
+    /// The script timeout, never above 60s.
     pub fn effective_script_timeout(&self) -> Duration {
         self.script_timeout.min(MAX_SCRIPT_TIMEOUT)
     }
@@ -124,6 +124,25 @@ impl SkillsConfig {
             *dir = base.join(&*dir);
         }
         self
+    }
+}
+
+/// The caps on active skills, from the configuration and the context budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapLimits {
+    pub max_active: usize,
+    /// Characters all active bodies may take together.
+    pub max_chars: usize,
+    pub on_cap: OnCap,
+}
+
+impl CapLimits {
+    pub fn new(config: &SkillsConfig, context_chars: usize) -> Self {
+        Self {
+            max_active: config.max_active.max(1),
+            max_chars: (context_chars as f64 * config.max_active_fraction.clamp(0.0, 1.0)) as usize,
+            on_cap: config.on_cap,
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! - `skill_switches` / skill name: `{"enabled": false}`. Skills without a
 //!   switch are enabled, except that `install` writes a disabled one.
-//! - `active_skills` / conversation id: the conversation's [`ActiveSkills`].
+//! - `active_skills` / conversation id: the conversation's `ActiveSkills`.
 //! - `skill_calls:<task>` / `<ordinal>:<skill>:<hash of arguments>`: a side
 //!   effect's idempotency record, written before the effect runs.
 //! - `skill_confirmations` / code: a dangerous call waiting for `/approve`.
@@ -15,7 +15,6 @@ use herald_core::{ConversationId, ConversationStore, StoreError, TaskId, ToolOut
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::caps::ActiveSkills;
 use crate::name::SkillName;
 
 pub const SWITCHES: &str = "skill_switches";
@@ -52,23 +51,6 @@ pub async fn set_enabled(store: &dyn ConversationStore, name: &SkillName, enable
     store
         .put_state(SWITCHES, name.as_str(), &serde_json::json!({ "enabled": enabled }))
         .await
-}
-
-pub async fn active(store: &dyn ConversationStore, conversation: &ConversationId) -> Result<ActiveSkills, StoreError> {
-    match store.get_state(ACTIVE, conversation.as_str()).await? {
-        Some(value) => serde_json::from_value(value)
-            .map_err(|err| StoreError::Corrupt(format!("active skills of {conversation}: {err}"))),
-        None => Ok(ActiveSkills::default()),
-    }
-}
-
-pub async fn save_active(
-    store: &dyn ConversationStore,
-    conversation: &ConversationId,
-    active: &ActiveSkills,
-) -> Result<(), StoreError> {
-    let value = serde_json::to_value(active).map_err(|err| StoreError::Corrupt(err.to_string()))?;
-    store.put_state(ACTIVE, conversation.as_str(), &value).await
 }
 
 /// A side effect's record: `Started` is written before it runs, `Done` after.
@@ -145,12 +127,6 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(disabled(&store).await.unwrap(), BTreeSet::from([notes.clone()]));
-
-        let conversation = ConversationId::new("local:owner");
-        assert!(active(&store, &conversation).await.unwrap().is_empty());
-        let set = ActiveSkills::from_names(vec![notes.clone()]);
-        save_active(&store, &conversation, &set).await.unwrap();
-        assert_eq!(active(&store, &conversation).await.unwrap(), set);
 
         let key = call_key(3, &notes, r#"{"a":1}"#);
         assert!(key.starts_with("3:notes:"));

@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herald_skills::script::{ScriptRequest, run_skill_script};
-use herald_skills::{FixedEnvironment, ScanLimits, discover, format_validation, validate_paths};
+use herald_skills::{
+    FixedEnvironment, ScanLimits, ScriptRequest, discover, format_validation, run_skill_script, validate_paths,
+};
 
 fn shipped() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../skills")

@@ -1,10 +1,10 @@
 use std::sync::Arc;
 
 use herald_core::{
-    ActorId, ChannelName, Clock, ConversationKind, InboundMessage, ManualClock, NewTask, NoTools, Outbound, Sender,
-    TaskId,
+    ActorId, ChannelName, Clock, ConversationId, ConversationKind, ConversationRef, InboundMessage, ManualClock,
+    NewTask, NoTools, Outbound, Sender, TaskId,
 };
-use herald_skills::caps::CapLimits;
+use herald_skills::CapLimits;
 use herald_skills::{Services, SkillsConfig};
 use herald_store::{QueueConfig, Storage, StorageConfig};
 

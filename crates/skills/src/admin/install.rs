@@ -11,11 +11,10 @@ use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
+use crate::catalog::{Mode, SKILL_FILE, check_document};
 use crate::config::InstallLimits;
 use crate::error::SkillError;
 use crate::name::SkillName;
-use crate::skill::SKILL_FILE;
-use crate::spec::{self, Mode};
 
 /// A skill that was installed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,16 +53,16 @@ pub fn install_skill(source: &Path, install_dir: &Path, limits: &InstallLimits) 
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_owned();
-    let name = spec::check(&source_name, &text)
+    let name = check_document(&source_name, &text)
         .document
         .map(|d| d.name)
         .ok_or_else(|| {
-            let checked = spec::check(&source_name, &text);
+            let checked = check_document(&source_name, &text);
             let reasons: Vec<String> = checked.errors(Mode::Lenient).map(|f| f.message.clone()).collect();
             invalid(reasons.join("; "))
         })?;
     // Installed under its own name, so the folder rule holds by construction.
-    let warnings: Vec<String> = spec::check(name.as_str(), &text)
+    let warnings: Vec<String> = check_document(name.as_str(), &text)
         .warnings(Mode::Lenient)
         .map(|f| f.message.clone())
         .collect();

@@ -10,9 +10,9 @@ use std::time::UNIX_EPOCH;
 
 use sha2::{Digest, Sha256};
 
-use crate::gating::{Availability, Environment, Requirements};
+use crate::catalog::gating::{Availability, Environment, Requirements};
+use crate::catalog::spec::{self, Mode, SkillDocument};
 use crate::name::SkillName;
-use crate::spec::{self, Mode, SkillDocument};
 
 pub const SKILL_FILE: &str = "SKILL.md";
 /// A `SKILL.md` larger than this is not read.
@@ -217,7 +217,7 @@ fn fingerprint(folder: &Path, files: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gating::FixedEnvironment;
+    use crate::catalog::gating::FixedEnvironment;
     use crate::test_support::write_skill;
 
     #[test]

@@ -12,9 +12,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::gating::Environment;
+use crate::catalog::gating::Environment;
+use crate::catalog::skill::{self, SKILL_FILE, Skill};
 use crate::name::SkillName;
-use crate::skill::{self, SKILL_FILE, Skill};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScanLimits {
@@ -24,8 +24,8 @@ pub struct ScanLimits {
     pub max_skills: usize,
 }
 
-impl From<&crate::SkillsConfig> for ScanLimits {
-    fn from(config: &crate::SkillsConfig) -> Self {
+impl From<&crate::config::SkillsConfig> for ScanLimits {
+    fn from(config: &crate::config::SkillsConfig) -> Self {
         Self {
             max_depth: config.max_depth,
             max_skills: config.max_skills,
@@ -291,7 +291,7 @@ impl Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gating::FixedEnvironment;
+    use crate::catalog::gating::FixedEnvironment;
     use crate::test_support::write_skill;
 
     const LIMITS: ScanLimits = ScanLimits {

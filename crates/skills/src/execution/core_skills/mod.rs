@@ -7,17 +7,16 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use herald_core::{ConversationId, OutboundMessage, ToolOutput};
+use herald_core::{OutboundMessage, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::caps::Activation;
-use crate::catalog::skill_block;
+use crate::activation::{Activation, activate_in_conversation};
+use crate::catalog::{CoreSkill, Policy, SkillContext, SkillSpec, TurnView, target_conversation};
+use crate::catalog::{Skill, skill_block};
 use crate::error::SkillError;
-use crate::files::{MAX_PAGE_CHARS, read_skill_file};
+use crate::execution::files::{MAX_PAGE_CHARS, read_skill_file};
+use crate::execution::script::{ScriptRequest, run_skill_script};
 use crate::name::SkillName;
-use crate::registry::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView};
-use crate::script::{ScriptRequest, run_skill_script};
-use crate::skill::Skill;
 use crate::state;
 
 pub const ACTIVATE_SKILL: &str = "activate_skill";
@@ -134,22 +133,6 @@ fn visible<'v>(view: &'v TurnView, arguments: &Value) -> Result<&'v Arc<Skill>, 
     view.get(name).ok_or_else(|| SkillError::NotFound(name.to_owned()))
 }
 
-/// Activates `name` in the context's conversation within the caps, and saves.
-pub(crate) async fn activate_in_conversation(
-    services: &Services,
-    conversation: &ConversationId,
-    view: &TurnView,
-    name: &SkillName,
-) -> Result<Activation, SkillError> {
-    let mut active = state::active(services.store.as_ref(), conversation).await?;
-    let size = |n: &SkillName| view.get(n.as_str()).map_or(0, |s| s.document.body_chars());
-    let outcome = active.activate(name, size, &services.caps);
-    if !matches!(outcome, Activation::Refused(_)) {
-        state::save_active(services.store.as_ref(), conversation, &active).await?;
-    }
-    Ok(outcome)
-}
-
 struct ActivateSkill(SkillSpec);
 
 #[async_trait]
@@ -250,29 +233,15 @@ impl CoreSkill for SendMessage {
     async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
         let text = arguments["text"].as_str().unwrap_or_default().to_owned();
         let current = &context.scope.conversation;
-        let target = match arguments.get("conversation").and_then(Value::as_str) {
-            None => current.clone(),
-            Some(id) if id == current.id.as_str() => current.clone(),
-            Some(id) => {
-                if !context.is_admin {
-                    tracing::warn!(
-                        actor = ?context.scope.actor.as_ref().map(|a| a.as_str()),
-                        conversation = %current.id,
-                        "send_message to another conversation refused for a non-admin"
-                    );
-                    return Err(SkillError::refused(
-                        "only admins may send to another conversation; the message was not sent",
-                    ));
-                }
-                let id = ConversationId::new(id);
-                context
-                    .services
-                    .store
-                    .conversation(&id)
-                    .await?
-                    .ok_or_else(|| SkillError::refused(format!("no known conversation `{id}`; nothing was sent")))?
-            }
-        };
+        let target = target_conversation(
+            context.scope,
+            context.is_admin,
+            arguments.get("conversation").and_then(Value::as_str),
+            context.services.store.as_ref(),
+            "send to",
+            "nothing was sent",
+        )
+        .await?;
         let sent = context
             .services
             .outbound

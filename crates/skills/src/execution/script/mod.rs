@@ -15,9 +15,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 
+use crate::catalog::{SKILL_FILE, list_files, resolve_inside};
 use crate::error::SkillError;
-use crate::files::resolve_inside;
-use crate::skill::{SKILL_FILE, list_files};
 
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -70,7 +69,7 @@ impl ScriptReceipt {
 
 /// Runs the script and waits for it, at most `timeout` (and never over 60s).
 pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceipt, SkillError> {
-    crate::files::check_relative(request.script)?;
+    crate::catalog::check_relative(request.script)?;
     let script = request.script.trim_start_matches("./");
     let script = script.strip_prefix("scripts/").unwrap_or(script);
     let relative = format!("scripts/{script}");

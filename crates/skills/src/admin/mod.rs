@@ -1,0 +1,126 @@
+//! Operating the registry: the chat commands (`/skills …`, `/approve`,
+//! `/deny`), listing, info, switches, install and validation, shared by the
+//! chat commands and the `herald skills` CLI so both say the same thing.
+//!
+//! Architecture invariant: a command that changes anything is refused for a
+//! non-admin here, before it reaches the catalog or the executor.
+
+mod command;
+mod install;
+mod listing;
+mod validate;
+
+use std::path::Path;
+
+use herald_core::TurnScope;
+
+pub use command::{SkillCommand, parse_command};
+pub use install::Installed;
+pub use listing::{SkillInfo, format_info, format_list, format_reload};
+pub use validate::{Validation, format_validation, validate_paths};
+
+use crate::catalog::Services;
+use crate::catalog::{Catalog, SkillKind};
+use crate::error::SkillError;
+use crate::execution::Executor;
+
+/// The answer to a chat command.
+pub(crate) async fn answer(
+    catalog: &Catalog,
+    executor: &Executor,
+    scope: &TurnScope,
+    is_admin: bool,
+    command: SkillCommand,
+) -> String {
+    if command.changes_state() && !is_admin {
+        tracing::warn!(
+            actor = ?scope.actor.as_ref().map(|a| a.as_str()),
+            conversation = %scope.conversation.id,
+            "skill command refused for a non-admin"
+        );
+        return "Only an admin can do that.".into();
+    }
+    match command {
+        SkillCommand::List => {
+            let registry = catalog.read();
+            let diagnostics = if is_admin {
+                registry.diagnostics().to_vec()
+            } else {
+                Vec::new()
+            };
+            format_list(&registry.entries(is_admin), &diagnostics)
+        }
+        SkillCommand::Info(name) => match info(catalog, &name, is_admin) {
+            Ok(info) => format_info(&info),
+            Err(err) => capitalised(err.to_string()),
+        },
+        SkillCommand::Enable(name) => switch_reply(catalog, &name, true).await,
+        SkillCommand::Disable(name) => switch_reply(catalog, &name, false).await,
+        SkillCommand::Reload => match catalog.reload().await {
+            Ok(report) => format_reload(&report),
+            Err(err) => format!("Reload failed: {err}"),
+        },
+        SkillCommand::Approve(code) => executor.approve(&code).await,
+        SkillCommand::Deny(code) => executor.deny(&code).await,
+    }
+}
+
+/// Everything `/skills info NAME` shows, for this sender.
+pub(crate) fn info(catalog: &Catalog, name: &str, is_admin: bool) -> Result<SkillInfo, SkillError> {
+    let registry = catalog.read();
+    let entry = registry
+        .entries(is_admin)
+        .into_iter()
+        .find(|e| e.name.as_str() == name)
+        .ok_or_else(|| SkillError::NotFound(name.to_owned()))?;
+    let agent = registry.agent_skill(name).filter(|_| entry.kind == SkillKind::Agent);
+    Ok(SkillInfo {
+        license: agent.and_then(|s| s.document.license.clone()),
+        compatibility: agent.and_then(|s| s.document.compatibility.clone()),
+        allowed_tools: agent.map(|s| s.document.allowed_tools.clone()).unwrap_or_default(),
+        files: agent.map(|s| s.files.clone()).unwrap_or_default(),
+        warnings: agent.map(|s| s.warnings.clone()).unwrap_or_default(),
+        body_chars: agent.map_or(0, |s| s.document.body_chars()),
+        entry,
+    })
+}
+
+/// Installs a folder or `.zip` into the install directory, disabled, and rescans.
+pub(crate) async fn install(catalog: &Catalog, services: &Services, source: &Path) -> Result<Installed, SkillError> {
+    let source = source.to_path_buf();
+    let install_dir = services.config.install_dir();
+    let limits = services.config.install_limits.clone();
+    let installed = tokio::task::spawn_blocking(move || install::install_skill(&source, &install_dir, &limits))
+        .await
+        .map_err(|err| SkillError::refused(format!("install failed: {err}")))??;
+    crate::state::set_enabled(services.store.as_ref(), &installed.name, false).await?;
+    catalog.reload().await?;
+    Ok(installed)
+}
+
+async fn switch_reply(catalog: &Catalog, name: &str, enabled: bool) -> String {
+    match catalog.set_enabled(name, enabled).await {
+        Ok(name) => {
+            let mut reply = format!("Skill `{name}` is {}.", if enabled { "enabled" } else { "disabled" });
+            if enabled
+                && let Ok(info) = info(catalog, name.as_str(), true)
+                && !info.entry.unavailable.is_empty()
+            {
+                reply.push_str(&format!(
+                    " It stays unavailable until it is satisfied: it {}.",
+                    info.entry.unavailable
+                ));
+            }
+            reply
+        }
+        Err(err) => capitalised(err.to_string()),
+    }
+}
+
+fn capitalised(text: String) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => text,
+    }
+}

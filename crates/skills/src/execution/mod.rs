@@ -1,0 +1,199 @@
+//! Running tool calls: the policy every call passes at execution, the core
+//! skills, confirmation of dangerous calls, side-effect deduplication,
+//! scripts and file reads.
+//!
+//! The policy, in order: the skill exists and is enabled, elevated skills
+//! run only for admins, arguments fit the schema, dangerous skills wait for
+//! an admin's `/approve`, and side effects run at most once per task and
+//! arguments, across crashes too.
+//!
+//! Architecture invariant: [`Executor::invoke`] never trusts that the model
+//! only calls what it was offered; everything is checked again here.
+
+mod confirm;
+mod core_skills;
+mod dedup;
+mod files;
+mod schema;
+pub mod script;
+
+use std::sync::Arc;
+
+use herald_core::{Admins, ToolCall, ToolOutput, TurnScope};
+use serde_json::Value;
+
+#[cfg(test)]
+pub(crate) use core_skills::MAX_NAME_ENUM;
+pub(crate) use core_skills::core_skills;
+
+use crate::catalog::Catalog;
+use crate::catalog::{CoreSkill, Services, SkillContext, TurnView};
+use crate::config::Autonomy;
+use dedup::SideEffects;
+
+/// Counts a tool call that policy or validation stopped before it ran.
+fn refused(reason: &'static str) {
+    metrics::counter!("herald_skill_calls_refused_total", "reason" => reason).increment(1);
+}
+
+/// Whether a turn is an admin's: from configuration only.
+pub(crate) fn is_admin(admins: &Admins, scope: &TurnScope) -> bool {
+    scope.is_admin || scope.actor.as_ref().is_some_and(|actor| admins.contains(actor))
+}
+
+/// Runs tool calls through the policy.
+pub(crate) struct Executor {
+    services: Arc<Services>,
+    catalog: Arc<Catalog>,
+    effects: SideEffects,
+}
+
+impl Executor {
+    pub fn new(services: Arc<Services>, catalog: Arc<Catalog>) -> Self {
+        Self {
+            services,
+            catalog,
+            effects: SideEffects::default(),
+        }
+    }
+
+    pub async fn invoke(&self, scope: &TurnScope, is_admin: bool, call: &ToolCall, ordinal: u32) -> ToolOutput {
+        let Some((skill, enabled)) = self.catalog.core(&call.name) else {
+            refused("unknown_tool");
+            return ToolOutput::error(format!("no tool named `{}` exists", call.name));
+        };
+        let spec = skill.spec();
+        if spec.policy.elevated && !is_admin {
+            tracing::warn!(
+                skill = %spec.name,
+                actor = ?scope.actor.as_ref().map(|a| a.as_str()),
+                conversation = %scope.conversation.id,
+                task = %scope.task,
+                "refused an elevated skill for a non-admin"
+            );
+            refused("elevated");
+            return ToolOutput::error(format!(
+                "`{}` is for admins only; it was not run. Tell the user you cannot do this for them.",
+                spec.name
+            ));
+        }
+        if !enabled {
+            refused("disabled");
+            return ToolOutput::error(format!("`{}` is disabled by an admin; it was not run", spec.name));
+        }
+        let arguments: Value = match call.arguments.trim() {
+            "" => Value::Object(Default::default()),
+            text => match serde_json::from_str(text) {
+                Ok(value) => value,
+                Err(err) => {
+                    refused("invalid_arguments");
+                    return ToolOutput::error(format!("arguments are not valid JSON ({err}); nothing was run"));
+                }
+            },
+        };
+        let view = self.catalog.view(is_admin);
+        if let Err(errors) = schema::validate(&arguments, &skill.parameters(&view)) {
+            refused("invalid_arguments");
+            return ToolOutput::error(format!("invalid arguments: {}; nothing was run", errors.join("; ")));
+        }
+        let canonical = herald_core::json::canonical(&arguments);
+        if spec.policy.dangerous && self.services.config.autonomy != Autonomy::Full {
+            if !is_admin {
+                tracing::warn!(skill = %spec.name, task = %scope.task, "refused a dangerous skill for a non-admin");
+                refused("dangerous");
+                return ToolOutput::error(format!(
+                    "`{}` needs an admin's confirmation and only admins may ask for it; it was not run",
+                    spec.name
+                ));
+            }
+            return confirm::ask(&self.services, scope, &skill, arguments, canonical, ordinal).await;
+        }
+        self.run(scope, is_admin, ordinal, &skill, &view, arguments, &canonical)
+            .await
+    }
+
+    /// Runs the skill, once per task and arguments when it has side effects.
+    #[allow(clippy::too_many_arguments)]
+    async fn run(
+        &self,
+        scope: &TurnScope,
+        is_admin: bool,
+        ordinal: u32,
+        skill: &Arc<dyn CoreSkill>,
+        view: &TurnView,
+        arguments: Value,
+        canonical: &str,
+    ) -> ToolOutput {
+        let spec = skill.spec();
+        let context = SkillContext {
+            scope,
+            is_admin,
+            ordinal,
+            view,
+            services: &self.services,
+        };
+        let effect = async { into_output(skill.invoke(&context, arguments).await) };
+        if !spec.policy.side_effect {
+            return effect.await;
+        }
+        self.effects
+            .run_once(
+                self.services.store.as_ref(),
+                scope.task,
+                ordinal,
+                &spec.name,
+                canonical,
+                effect,
+            )
+            .await
+    }
+
+    /// `/approve CODE` from an admin: runs the waiting call.
+    pub async fn approve(&self, code: &str) -> String {
+        let pending = match confirm::take(&self.services, code).await {
+            Ok(pending) => pending,
+            Err(reply) => return reply,
+        };
+        let Some((skill, _)) = self.catalog.core(pending.skill.as_str()) else {
+            return format!("`{}` no longer exists; nothing was run.", pending.skill);
+        };
+        let scope = pending.scope();
+        let view = self.catalog.view(true);
+        tracing::info!(skill = %pending.skill, task = %pending.task, "dangerous skill approved");
+        let output = self
+            .run(
+                &scope,
+                true,
+                pending.ordinal,
+                &skill,
+                &view,
+                pending.arguments.clone(),
+                &pending.canonical,
+            )
+            .await;
+        let mut content: String = output.content.chars().take(3000).collect();
+        if output.content.chars().count() > 3000 {
+            content.push('…');
+        }
+        format!(
+            "Approved `{}`{}:\n{content}",
+            pending.skill,
+            if output.is_error { " (it failed)" } else { "" }
+        )
+    }
+
+    /// `/deny CODE` from an admin: drops the waiting call.
+    pub async fn deny(&self, code: &str) -> String {
+        match confirm::take(&self.services, code).await {
+            Ok(pending) => {
+                tracing::info!(skill = %pending.skill, task = %pending.task, "dangerous skill denied");
+                format!("Denied: `{}` was not run.", pending.skill)
+            }
+            Err(reply) => reply,
+        }
+    }
+}
+
+fn into_output(result: Result<ToolOutput, crate::error::SkillError>) -> ToolOutput {
+    result.unwrap_or_else(|err| ToolOutput::error(err.to_string()))
+}

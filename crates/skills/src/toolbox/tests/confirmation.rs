@@ -1,0 +1,121 @@
+//! Dangerous calls wait for an admin: the question, `/approve`, `/deny`,
+//! expiry and full autonomy.
+
+use super::*;
+
+fn code_in(text: &str) -> String {
+    let after = text.split("/approve ").nth(1).unwrap();
+    after.chars().take(6).collect()
+}
+
+#[tokio::test]
+async fn a_dangerous_skill_waits_for_an_admins_approval() {
+    let fixture = Fixture::new().with_example_skills();
+    let toolbox = fixture.toolbox().await;
+    let marker = fixture.skills_dir.join("marker");
+    let script = call(
+        "run_skill_script",
+        json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
+    );
+    let waiting = toolbox.invoke(&scope(1, true), &script, 0).await;
+    assert!(!waiting.is_error);
+    assert!(waiting.content.contains("Not run yet"), "{}", waiting.content);
+    assert!(!marker.exists());
+    let question = fixture.channel.texts().pop().unwrap();
+    assert!(
+        question.contains("run_skill_script") && question.contains("/approve"),
+        "{question}"
+    );
+    let code = code_in(&question);
+    // The same call again does not ask twice.
+    toolbox.invoke(&scope(1, true), &script, 0).await;
+    assert_eq!(fixture.channel.texts().len(), 1);
+
+    let by_user = toolbox
+        .prepare(&scope(2, false), Some(&format!("/approve {code}")))
+        .await;
+    assert_eq!(by_user.direct_reply.as_deref(), Some("Only an admin can do that."));
+    assert!(!marker.exists());
+
+    let approved = toolbox
+        .prepare(&scope(3, true), Some(&format!("/approve {}", code.to_lowercase())))
+        .await;
+    let reply = approved.direct_reply.unwrap();
+    assert!(
+        reply.starts_with("Approved `run_skill_script`") && reply.contains("touched"),
+        "{reply}"
+    );
+    assert!(marker.exists());
+    let receipts = fixture.store.list_state("skill_receipts:local:alice").await.unwrap();
+    assert_eq!(receipts.len(), 1);
+    assert_eq!(receipts[0].1["exit_code"], json!(0));
+
+    let again = toolbox
+        .prepare(&scope(4, true), Some(&format!("/approve {code}")))
+        .await;
+    assert_eq!(
+        again.direct_reply.unwrap(),
+        format!("No request is waiting for code {code}.")
+    );
+}
+
+#[tokio::test]
+async fn a_denied_or_expired_request_never_runs() {
+    let fixture = Fixture::new().with_example_skills();
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    let toolbox = SkillToolbox::builder(
+        fixture.config(),
+        Arc::clone(&fixture.store) as Arc<dyn ConversationStore>,
+        10_000,
+    )
+    .outbound(Outbound::new().with(Arc::clone(&fixture.channel) as Arc<dyn herald_core::ChannelOutbound>))
+    .clock(Arc::clone(&clock) as Arc<dyn herald_core::Clock>)
+    .build()
+    .await
+    .unwrap();
+    let marker = fixture.skills_dir.join("marker");
+    let script = |n: &str| {
+        call(
+            "run_skill_script",
+            json!({"name": "ops", "script": "touch.sh", "args": [marker.with_extension(n).display().to_string()]}),
+        )
+    };
+    toolbox.invoke(&scope(1, true), &script("a"), 0).await;
+    let code = code_in(&fixture.channel.texts()[0]);
+    let denied = toolbox.prepare(&scope(2, true), Some(&format!("/deny {code}"))).await;
+    assert_eq!(denied.direct_reply.unwrap(), "Denied: `run_skill_script` was not run.");
+
+    toolbox.invoke(&scope(3, true), &script("b"), 0).await;
+    let code = code_in(&fixture.channel.texts()[1]);
+    clock.advance(Duration::from_secs(11 * 60));
+    let late = toolbox
+        .prepare(&scope(4, true), Some(&format!("/approve {code}")))
+        .await;
+    assert!(late.direct_reply.unwrap().contains("expired"));
+    assert!(!marker.with_extension("a").exists() && !marker.with_extension("b").exists());
+}
+
+#[tokio::test]
+async fn full_autonomy_runs_dangerous_skills_without_asking() {
+    let fixture = Fixture::new().with_example_skills();
+    let toolbox = fixture
+        .toolbox_with(SkillsConfig {
+            autonomy: Autonomy::Full,
+            ..fixture.config()
+        })
+        .await;
+    let marker = fixture.skills_dir.join("marker");
+    let output = toolbox
+        .invoke(
+            &scope(1, true),
+            &call(
+                "run_skill_script",
+                json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
+            ),
+            0,
+        )
+        .await;
+    assert!(!output.is_error && output.content.starts_with("exit 0"), "{output:?}");
+    assert!(marker.exists());
+    assert!(fixture.channel.texts().is_empty());
+}
