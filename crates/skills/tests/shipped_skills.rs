@@ -46,7 +46,7 @@ fn shipped_skills_load_and_declare_their_needs() {
 
 #[tokio::test]
 async fn the_csv_summary_script_summarises_stdin() {
-    let folder = shipped().join("csv-summary");
+    let folder = shipped().join("csv-summary").canonicalize().unwrap();
     let receipt = run_skill_script(ScriptRequest {
         folder: &folder,
         script: "summarise.sh",

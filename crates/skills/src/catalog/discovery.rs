@@ -2,8 +2,12 @@
 //! priority order, within bounds, and telling what changed on a rescan.
 //!
 //! Each configured directory is a skill folder itself (it holds `SKILL.md`)
-//! or a folder of skill folders, searched to `max_depth`. A symlink that
-//! leads outside its root is not followed. A name found twice keeps the
+//! or a folder of skill folders, searched to `max_depth`. A configured
+//! directory may itself be a link (the operator named it). Below it, a
+//! linked skill folder that stays inside the root is an alias, loaded once
+//! from where it leads; one that leads outside the root is not followed.
+//! Inside a skill folder the rules of [`super::paths`] apply: a `SKILL.md`
+//! that links out of its folder makes the skill unusable. A name found twice keeps the
 //! higher-priority skill and reports the other. Nothing here ever stops
 //! Herald from starting: problems become [`Diagnostic`]s.
 

@@ -1,8 +1,8 @@
 //! Reading a skill's bundled files for the model, a page at a time.
 //!
-//! The path the model gives is untrusted: it must be relative, without `..`,
-//! and after resolving symlinks it must still be inside the skill folder.
-//! Files over 256 KiB are refused rather than paged through.
+//! The path the model gives is untrusted: [`crate::catalog::resolve_inside`]
+//! decides whether it names a file the model may see. Files over 256 KiB are
+//! refused rather than paged through.
 
 use std::path::Path;
 
@@ -89,7 +89,7 @@ mod tests {
 
     fn folder() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        let folder = dir.path().join("skill");
+        let folder = dir.path().canonicalize().unwrap().join("skill");
         std::fs::create_dir_all(folder.join("references")).unwrap();
         std::fs::write(folder.join("references/guide.md"), "0123456789").unwrap();
         std::fs::write(dir.path().join("secret.txt"), "secret").unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 
-use crate::catalog::{SKILL_FILE, list_files, resolve_inside};
+use crate::catalog::{list_files, resolve_inside};
 use crate::error::SkillError;
 
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
@@ -27,6 +27,8 @@ const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct ScriptRequest<'a> {
+    /// The skill folder as loaded (canonical): a folder that is no longer
+    /// there, or became a link, is refused.
     pub folder: &'a Path,
     /// A file under `scripts/`, with or without that prefix.
     pub script: &'a str,
@@ -204,13 +206,11 @@ fn interpreter(script: &Path) -> Result<tokio::process::Command, SkillError> {
     Ok(command)
 }
 
+/// Copies the skill's files (those [`resolve_inside`] accepts, each checked
+/// again right before it is read) into `to`.
 fn copy_skill(from: &Path, to: &Path) -> Result<(), SkillError> {
-    let mut files = list_files(from);
-    if !files.iter().any(|f| f == SKILL_FILE) {
-        files.push(SKILL_FILE.into());
-    }
-    for file in files {
-        let source = from.join(&file);
+    for file in list_files(from) {
+        let source = resolve_inside(from, &file)?;
         let target: PathBuf = to.join(&file);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|err| SkillError::io("creating", parent, err))?;

@@ -2,6 +2,7 @@
 
 mod commands;
 mod confirmation;
+mod hostile_folders;
 mod offering;
 mod policy;
 
