@@ -43,7 +43,7 @@ pub use catalog::{
     CATALOG_HEADER, Diagnostic, DiagnosticKind, Discovery, Environment, FixedEnvironment, ProcessEnvironment,
     ReloadReport, RenderedCatalog, ScanLimits, Skill, SkillEntry, SkillKind, discover, render_catalog,
 };
-pub use catalog::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView, target_conversation};
+pub use catalog::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView, quoted, target_conversation};
 pub use config::{Autonomy, CapLimits, InstallLimits, OnCap, SkillsConfig};
 pub use error::SkillError;
 pub use execution::script::{ScriptReceipt, ScriptRequest, run_skill_script};

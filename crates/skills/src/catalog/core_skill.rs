@@ -107,6 +107,28 @@ pub trait CoreSkill: Send + Sync {
         true
     }
 
+    /// What an admin asked to approve a call is shown: what runs, and every
+    /// argument whole (through [`quoted`], so no argument can forge a line
+    /// of the question). Approval compares a hash of this text, described
+    /// again when the admin approves, so whatever changes it (the arguments,
+    /// or what they refer to) voids the approval. The default names the
+    /// skill and lists the arguments as JSON, one per line.
+    fn describe_call(&self, _view: &TurnView, arguments: &Value) -> String {
+        let mut text = format!("Confirm: Herald wants to run `{}`.", self.spec().name);
+        match arguments.as_object() {
+            Some(fields) if !fields.is_empty() => {
+                text.push_str("\nArguments:");
+                let mut keys: Vec<&String> = fields.keys().collect();
+                keys.sort();
+                for key in keys {
+                    text.push_str(&format!("\n- {}: {}", quoted(key), quoted(&fields[key].to_string())));
+                }
+            }
+            _ => text.push_str("\nArguments: none"),
+        }
+        text
+    }
+
     async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError>;
 }
 
@@ -143,4 +165,42 @@ pub async fn target_conversation(
         .conversation(&ConversationId::new(id))
         .await?
         .ok_or_else(|| SkillError::refused(format!("no known conversation `{id}`; {nothing}")))
+}
+
+/// `text` as a JSON string: quoted, with line breaks, control characters and
+/// the invisible characters that reorder or hide text (bidirectional
+/// overrides, zero-width spaces, line separators) written as escapes.
+pub fn quoted(text: &str) -> String {
+    let json = serde_json::to_string(text).expect("a string serialises");
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        let invisible =
+            matches!(c as u32, 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x2064 | 0x2066..=0x2069 | 0xFEFF);
+        if c.is_control() || invisible {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quoted;
+
+    #[test]
+    fn quoted_text_cannot_break_lines_or_hide_characters() {
+        for (text, shown) in [
+            ("plain", r#""plain""#),
+            ("two\nlines", r#""two\nlines""#),
+            ("say \"hi\"", r#""say \"hi\"""#),
+            ("\u{202e}txt.exe", r#""\u202etxt.exe""#),
+            ("a\u{2028}b\u{200b}c", r#""a\u2028b\u200bc""#),
+            ("nel\u{85}x", r#""nel\u0085x""#),
+            ("tab\t", r#""tab\t""#),
+        ] {
+            assert_eq!(quoted(text), shown, "{text:?}");
+        }
+    }
 }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use herald_core::{Timestamp, ToolSpec};
 
-pub use core_skill::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView, target_conversation};
+pub use core_skill::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView, quoted, target_conversation};
 pub use discovery::{Diagnostic, DiagnosticKind, Discovery, ReloadReport, ScanLimits, discover};
 pub use gating::{Environment, FixedEnvironment, ProcessEnvironment};
 pub(crate) use paths::{check_relative, resolve_inside};

@@ -1,6 +1,10 @@
 //! Dangerous calls waiting for an admin: a short code, the call it stands
 //! for, and the texts Herald shows. Stored in the `skill_confirmations`
 //! scope so a restart does not lose a pending question.
+//!
+//! The question shows the call whole ([`CoreSkill::describe_call`]) in one
+//! chat message, or is not asked: an admin never approves an argument they
+//! were not shown. A hash of what was shown is kept with the call.
 
 use std::sync::Arc;
 
@@ -8,16 +12,19 @@ use herald_core::{ActorId, ConversationRef, TaskId, Timestamp, ToolOutput, TurnO
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
-use crate::catalog::{CoreSkill, Services};
+use crate::catalog::{CoreSkill, Services, TurnView};
 use crate::name::SkillName;
 use crate::state;
 
 /// Letters and digits that cannot be mistaken for one another.
 const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
 const CODE_LENGTH: usize = 6;
-/// Arguments are shown to the admin up to this many characters.
-const SHOWN_ARGUMENT_CHARS: usize = 600;
+/// The longest question, in UTF-16 units (which are never fewer than
+/// characters): Discord's 2,000 characters, the smallest message of the
+/// platforms Herald serves (Telegram allows 4,096 UTF-16 units).
+pub const MAX_QUESTION_UTF16: usize = 2000;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingCall {
@@ -32,6 +39,9 @@ pub struct PendingCall {
     pub canonical: String,
     pub ordinal: u32,
     pub expires_at: Timestamp,
+    /// SHA-256 of what the admin was shown, in hex.
+    #[serde(default)]
+    pub shown_hash: String,
 }
 
 impl PendingCall {
@@ -47,19 +57,16 @@ impl PendingCall {
             origin: TurnOrigin::Person,
         }
     }
+}
 
-    /// What the admin is asked.
-    pub fn question(&self, valid_for: &str) -> String {
-        let mut shown: String = self.canonical.chars().take(SHOWN_ARGUMENT_CHARS).collect();
-        if self.canonical.chars().count() > SHOWN_ARGUMENT_CHARS {
-            shown.push('…');
-        }
-        format!(
-            "Confirm: Herald wants to run `{}` with {shown}\nReply /approve {code} to run it or /deny {code} to refuse (valid {valid_for}).",
-            self.skill,
-            code = self.code
-        )
-    }
+/// The question for the call described as `shown`, under `code`.
+fn question(shown: &str, code: &str, valid_for: &str) -> String {
+    format!("{shown}\nReply /approve {code} to run it or /deny {code} to refuse (valid {valid_for}).")
+}
+
+/// The hash kept of what an admin was shown.
+pub(crate) fn shown_hash(shown: &str) -> String {
+    hex::encode(Sha256::digest(shown.as_bytes()))
 }
 
 pub fn new_code() -> String {
@@ -75,6 +82,7 @@ pub(crate) async fn ask(
     services: &Services,
     scope: &TurnScope,
     skill: &Arc<dyn CoreSkill>,
+    view: &TurnView,
     arguments: Value,
     canonical: String,
     ordinal: u32,
@@ -82,6 +90,19 @@ pub(crate) async fn ask(
     let store = services.store.as_ref();
     let name = &skill.spec().name;
     let now = services.clock.now();
+    let valid_for = herald_core::duration::format(services.config.confirm_timeout);
+    let shown = skill.describe_call(view, &arguments);
+    let length = question(&shown, &"X".repeat(CODE_LENGTH), &valid_for)
+        .encode_utf16()
+        .count();
+    if length > MAX_QUESTION_UTF16 {
+        tracing::info!(skill = %name, task = %scope.task, length, "dangerous call too long to show; not asked");
+        return ToolOutput::error(format!(
+            "this call of `{name}` is too long to show an admin in one chat message ({length} characters with \
+             the question, at most {MAX_QUESTION_UTF16}); nothing was run and nobody was asked. Shorten the \
+             arguments or the input."
+        ));
+    }
     let existing = match store.list_state(state::CONFIRMATIONS).await {
         Ok(entries) => {
             let mut found = None;
@@ -107,7 +128,6 @@ pub(crate) async fn ask(
             return ToolOutput::error(format!("storage is unavailable, so `{name}` was not run"));
         }
     };
-    let valid_for = herald_core::duration::format(services.config.confirm_timeout);
     if existing.is_none() {
         let timeout = chrono::Duration::from_std(services.config.confirm_timeout)
             .unwrap_or_else(|_| chrono::Duration::minutes(10));
@@ -122,6 +142,7 @@ pub(crate) async fn ask(
             canonical,
             ordinal,
             expires_at: now + timeout,
+            shown_hash: shown_hash(&shown),
         };
         let value = serde_json::to_value(&pending).unwrap_or_default();
         if let Err(err) = store.put_state(state::CONFIRMATIONS, &pending.code, &value).await {
@@ -130,7 +151,7 @@ pub(crate) async fn ask(
         }
         let question = herald_core::OutboundMessage {
             conversation: scope.conversation.clone(),
-            text: pending.question(&valid_for),
+            text: question(&shown, &pending.code, &valid_for),
             reply_to: scope.reply_to.clone(),
             idempotency_key: None,
         };

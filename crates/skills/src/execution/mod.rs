@@ -106,7 +106,7 @@ impl Executor {
                     spec.name
                 ));
             }
-            return confirm::ask(&self.services, scope, &skill, arguments, canonical, ordinal).await;
+            return confirm::ask(&self.services, scope, &skill, &view, arguments, canonical, ordinal).await;
         }
         self.run(scope, is_admin, ordinal, &skill, &view, arguments, &canonical)
             .await

@@ -11,7 +11,7 @@ use herald_core::{OutboundMessage, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::activation::{Activation, activate_in_conversation};
-use crate::catalog::{CoreSkill, Policy, SkillContext, SkillSpec, TurnView, target_conversation};
+use crate::catalog::{CoreSkill, Policy, SkillContext, SkillSpec, TurnView, quoted, target_conversation};
 use crate::catalog::{Skill, skill_block};
 use crate::error::SkillError;
 use crate::execution::files::{MAX_PAGE_CHARS, read_skill_file};
@@ -292,6 +292,38 @@ impl CoreSkill for RunSkillScript {
         view.visible.iter().any(|s| s.scripts().next().is_some())
     }
 
+    /// The skill and the script first, then every argument and the input,
+    /// and the skill's revision, so a changed skill voids an approval.
+    fn describe_call(&self, view: &TurnView, arguments: &Value) -> String {
+        let name = arguments["name"].as_str().unwrap_or_default();
+        let script = script_path(arguments["script"].as_str().unwrap_or_default());
+        let mut text = format!(
+            "Confirm: Herald wants to run script {} of skill {}.",
+            code_or_quoted(&script),
+            code_or_quoted(name)
+        );
+        match arguments["args"].as_array().filter(|args| !args.is_empty()) {
+            Some(args) => {
+                text.push_str("\nArguments:");
+                for (index, arg) in args.iter().enumerate() {
+                    text.push_str(&format!(
+                        "\n{}. {}",
+                        index + 1,
+                        quoted(arg.as_str().unwrap_or_default())
+                    ));
+                }
+            }
+            None => text.push_str("\nArguments: none"),
+        }
+        if let Some(stdin) = arguments["stdin"].as_str() {
+            text.push_str(&format!("\nInput: {}", quoted(stdin)));
+        }
+        if let Some(skill) = view.get(name) {
+            text.push_str(&format!("\nSkill revision: {}", skill.revision));
+        }
+        text
+    }
+
     async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
         let skill = visible(context.view, &arguments)?;
         let script = arguments["script"].as_str().unwrap_or_default();
@@ -332,5 +364,24 @@ impl CoreSkill for RunSkillScript {
         } else {
             ToolOutput::error(text)
         })
+    }
+}
+
+/// `scripts/NAME` for a script named with or without that prefix.
+fn script_path(script: &str) -> String {
+    let script = script.trim_start_matches("./");
+    format!("scripts/{}", script.strip_prefix("scripts/").unwrap_or(script))
+}
+
+/// A plain name in backticks; anything else quoted with its escapes.
+fn code_or_quoted(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+    {
+        format!("`{text}`")
+    } else {
+        quoted(text)
     }
 }

@@ -3,9 +3,67 @@
 
 use super::*;
 
+/// The code of the question's own `Reply /approve CODE` line.
 fn code_in(text: &str) -> String {
-    let after = text.split("/approve ").nth(1).unwrap();
-    after.chars().take(6).collect()
+    let line = text.lines().rfind(|l| l.starts_with("Reply /approve ")).unwrap();
+    line["Reply /approve ".len()..].chars().take(6).collect()
+}
+
+#[tokio::test]
+async fn the_question_names_skill_and_script_first_and_shows_every_argument_whole() {
+    let fixture = Fixture::new().with_example_skills();
+    let toolbox = fixture.toolbox().await;
+    let long = format!("{}END-OF-LONG-ARGUMENT", "x".repeat(700));
+    let forged = "a\nReply /approve FAKE23 to run it";
+    let script = call(
+        "run_skill_script",
+        json!({"name": "ops", "script": "touch.sh", "args": [long, forged, "\u{202e}txt.exe"], "stdin": "input"}),
+    );
+    let waiting = toolbox.invoke(&scope(1, true), &script, 1).await;
+    assert!(!waiting.is_error, "{waiting:?}");
+    let question = fixture.channel.texts().pop().unwrap();
+    let lines: Vec<&str> = question.lines().collect();
+    assert_eq!(
+        lines[0], "Confirm: Herald wants to run script `scripts/touch.sh` of skill `ops`.",
+        "{question}"
+    );
+    assert!(question.contains(&format!("1. \"{long}\"")), "{question}");
+    assert!(
+        question.contains(r#"2. "a\nReply /approve FAKE23 to run it""#),
+        "a newline in an argument cannot forge a line: {question}"
+    );
+    assert!(question.contains(r#"3. "\u202etxt.exe""#), "{question}");
+    assert!(question.contains(r#"Input: "input""#), "{question}");
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("Reply /approve")).count(),
+        1,
+        "{question}"
+    );
+    assert!(question.chars().count() <= 2000);
+}
+
+#[tokio::test]
+async fn arguments_too_long_for_one_chat_message_are_refused_before_anyone_is_asked() {
+    let fixture = Fixture::new().with_example_skills();
+    let toolbox = fixture.toolbox().await;
+    let script = call(
+        "run_skill_script",
+        json!({"name": "ops", "script": "touch.sh", "stdin": "y".repeat(3000)}),
+    );
+    let output = toolbox.invoke(&scope(1, true), &script, 1).await;
+    assert!(
+        output.is_error && output.content.contains("too long to show"),
+        "{output:?}"
+    );
+    assert!(fixture.channel.texts().is_empty(), "nobody was asked");
+    assert!(
+        fixture
+            .store
+            .list_state("skill_confirmations")
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -23,7 +81,7 @@ async fn a_dangerous_skill_waits_for_an_admins_approval() {
     assert!(!marker.exists());
     let question = fixture.channel.texts().pop().unwrap();
     assert!(
-        question.contains("run_skill_script") && question.contains("/approve"),
+        question.contains("script `scripts/touch.sh` of skill `ops`") && question.contains("/approve"),
         "{question}"
     );
     let code = code_in(&question);
