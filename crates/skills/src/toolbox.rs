@@ -22,12 +22,11 @@ use crate::catalog::{Catalog, Diagnostic, Environment, ProcessEnvironment, Reloa
 use crate::catalog::{CoreSkill, Policy, Services};
 use crate::config::{CapLimits, SkillsConfig};
 use crate::error::SkillError;
-use crate::execution::{self, Executor, core_skills};
+use crate::execution::{Executor, core_skills};
 use crate::name::SkillName;
 
 pub struct SkillToolbox {
     services: Arc<Services>,
-    admins: Admins,
     catalog: Arc<Catalog>,
     executor: Executor,
 }
@@ -97,9 +96,8 @@ impl SkillToolboxBuilder {
         let core = core_skills().into_iter().chain(self.extra).collect();
         let catalog = Arc::new(Catalog::new(Arc::clone(&services), self.environment, core));
         let toolbox = SkillToolbox {
-            executor: Executor::new(Arc::clone(&services), Arc::clone(&catalog)),
+            executor: Executor::new(Arc::clone(&services), Arc::clone(&catalog), self.admins),
             services,
-            admins: self.admins,
             catalog,
         };
         let report = toolbox.reload().await?;
@@ -136,7 +134,7 @@ impl SkillToolbox {
 
     /// Whether a turn is an admin's: from configuration only.
     pub fn is_admin(&self, scope: &TurnScope) -> bool {
-        execution::is_admin(&self.admins, scope)
+        self.executor.is_admin(scope)
     }
 
     /// The policy of a core skill, for the agent's loop guard and scheduling.

@@ -79,6 +79,7 @@ impl Site {
             ..SkillsConfig::default()
         };
         let toolbox = SkillToolbox::builder(config, storage.conversations(), 20_000)
+            .admins(herald_core::Admins::new([ActorId::new("local:owner")]))
             .outbound(Outbound::new().with(Arc::clone(&self.recorder) as Arc<dyn ChannelOutbound>))
             .build()
             .await
@@ -97,11 +98,12 @@ fn conversation(id: &str) -> ConversationRef {
     }
 }
 
+/// A turn in `local:owner`: the configured admin's, or a guest's.
 fn scope(task: i64, admin: bool) -> TurnScope {
     TurnScope {
         task: TaskId(task),
         conversation: conversation("local:owner"),
-        actor: Some(ActorId::new("local:owner")),
+        actor: Some(ActorId::new(if admin { "local:owner" } else { "local:guest" })),
         is_admin: admin,
         reply_to: None,
         origin: herald_core::TurnOrigin::Person,

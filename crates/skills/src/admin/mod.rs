@@ -60,7 +60,7 @@ pub(crate) async fn answer(
             Ok(report) => format_reload(&report),
             Err(err) => format!("Reload failed: {err}"),
         },
-        SkillCommand::Approve(code) => executor.approve(&code).await,
+        SkillCommand::Approve(code) => executor.approve(scope, &code).await,
         SkillCommand::Deny(code) => executor.deny(&code).await,
     }
 }

@@ -36,25 +36,27 @@ fn refused(reason: &'static str) {
     metrics::counter!("herald_skill_calls_refused_total", "reason" => reason).increment(1);
 }
 
-/// Whether a turn is an admin's: from configuration only.
-pub(crate) fn is_admin(admins: &Admins, scope: &TurnScope) -> bool {
-    scope.is_admin || scope.actor.as_ref().is_some_and(|actor| admins.contains(actor))
-}
-
 /// Runs tool calls through the policy.
 pub(crate) struct Executor {
     services: Arc<Services>,
     catalog: Arc<Catalog>,
+    admins: Admins,
     effects: SideEffects,
 }
 
 impl Executor {
-    pub fn new(services: Arc<Services>, catalog: Arc<Catalog>) -> Self {
+    pub fn new(services: Arc<Services>, catalog: Arc<Catalog>, admins: Admins) -> Self {
         Self {
             services,
             catalog,
+            admins,
             effects: SideEffects::default(),
         }
+    }
+
+    /// Whether a turn is an admin's: from configuration only.
+    pub fn is_admin(&self, scope: &TurnScope) -> bool {
+        scope.is_admin || scope.actor.as_ref().is_some_and(|actor| self.admins.contains(actor))
     }
 
     pub async fn invoke(&self, scope: &TurnScope, is_admin: bool, call: &ToolCall, ordinal: u32) -> ToolOutput {
@@ -148,18 +150,49 @@ impl Executor {
             .await
     }
 
-    /// `/approve CODE` from an admin: runs the waiting call.
-    pub async fn approve(&self, code: &str) -> String {
+    /// `/approve CODE` from an admin: runs the waiting call, after checking
+    /// everything again as it is now. Whatever has changed since the
+    /// question voids the code: nothing runs, and the model may ask again.
+    pub async fn approve(&self, approver: &TurnScope, code: &str) -> String {
+        if !self.is_admin(approver) {
+            tracing::warn!(conversation = %approver.conversation.id, "approval refused for a non-admin");
+            return "Only an admin can do that.".into();
+        }
         let pending = match confirm::take(&self.services, code).await {
             Ok(pending) => pending,
             Err(reply) => return reply,
         };
-        let Some((skill, _)) = self.catalog.core(pending.skill.as_str()) else {
-            return format!("`{}` no longer exists; nothing was run.", pending.skill);
+        let name = &pending.skill;
+        let refuse = |why: String| {
+            tracing::warn!(skill = %name, task = %pending.task, reason = %why, "approval refused");
+            refused("approval_voided");
+            format!("Not run: {why}; nothing was run.")
         };
+        let Some((skill, enabled)) = self.catalog.core(name.as_str()) else {
+            return refuse(format!("`{name}` no longer exists"));
+        };
+        if !enabled {
+            return refuse(format!("`{name}` has been disabled since the question"));
+        }
+        // The call runs as the person who asked for it, who must still be
+        // allowed to ask.
         let scope = pending.scope();
+        let requester_is_admin = pending.actor.as_ref().is_some_and(|actor| self.admins.contains(actor));
+        if !requester_is_admin {
+            let who = pending.actor.as_ref().map_or("nobody known", |actor| actor.as_str());
+            return refuse(format!("`{who}`, who asked for `{name}`, is no longer an admin"));
+        }
         let view = self.catalog.view(true);
-        tracing::info!(skill = %pending.skill, task = %pending.task, "dangerous skill approved");
+        let shown = skill.describe_call(&view, &pending.arguments);
+        if confirm::shown_hash(&shown) != pending.shown_hash
+            || herald_core::json::canonical(&pending.arguments) != pending.canonical
+        {
+            return refuse(format!(
+                "`{name}` with these arguments is no longer what was shown when the code was issued (its skill \
+                 may have been switched off, changed or removed)"
+            ));
+        }
+        tracing::info!(skill = %name, task = %pending.task, "dangerous skill approved");
         let output = self
             .run(
                 &scope,
@@ -176,8 +209,7 @@ impl Executor {
             content.push('…');
         }
         format!(
-            "Approved `{}`{}:\n{content}",
-            pending.skill,
+            "Approved `{name}`{}:\n{content}",
             if output.is_error { " (it failed)" } else { "" }
         )
     }

@@ -177,3 +177,120 @@ async fn full_autonomy_runs_dangerous_skills_without_asking() {
     assert!(marker.exists());
     assert!(fixture.channel.texts().is_empty());
 }
+
+/// The admin's run of `ops`'s `touch.sh`, waiting under the code returned,
+/// and the marker it would create.
+async fn waiting_touch(fixture: &Fixture, toolbox: &SkillToolbox) -> (String, std::path::PathBuf) {
+    let marker = fixture.skills_dir.join("marker");
+    let script = call(
+        "run_skill_script",
+        json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
+    );
+    let waiting = toolbox.invoke(&scope(1, true), &script, 1).await;
+    assert!(waiting.content.contains("Not run yet"), "{waiting:?}");
+    (code_in(&fixture.channel.texts().pop().unwrap()), marker)
+}
+
+async fn approve(toolbox: &SkillToolbox, code: &str) -> String {
+    toolbox
+        .prepare(&scope(9, true), Some(&format!("/approve {code}")))
+        .await
+        .direct_reply
+        .unwrap()
+}
+
+#[tokio::test]
+async fn approving_after_the_tool_was_switched_off_runs_nothing() {
+    let fixture = Fixture::new().with_example_skills();
+    let toolbox = fixture.toolbox().await;
+    let (code, marker) = waiting_touch(&fixture, &toolbox).await;
+    toolbox.set_enabled("run_skill_script", false).await.unwrap();
+    let reply = approve(&toolbox, &code).await;
+    assert!(
+        reply.contains("disabled") && reply.contains("nothing was run"),
+        "{reply}"
+    );
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn approving_after_the_skill_was_switched_off_or_changed_runs_nothing() {
+    let fixture = Fixture::new().with_example_skills();
+    let toolbox = fixture.toolbox().await;
+    let (code, marker) = waiting_touch(&fixture, &toolbox).await;
+    toolbox.set_enabled("ops", false).await.unwrap();
+    let reply = approve(&toolbox, &code).await;
+    assert!(
+        reply.contains("no longer") && reply.contains("nothing was run"),
+        "{reply}"
+    );
+    assert!(!marker.exists());
+
+    toolbox.set_enabled("ops", true).await.unwrap();
+    let (code, marker) = waiting_touch(&fixture, &toolbox).await;
+    // The script is rewritten after the question: the skill's revision moves.
+    std::fs::write(
+        fixture.skills_dir.join("ops/scripts/touch.sh"),
+        "touch \"$1\"; echo changed",
+    )
+    .unwrap();
+    toolbox.reload().await.unwrap();
+    let reply = approve(&toolbox, &code).await;
+    assert!(
+        reply.contains("no longer") && reply.contains("nothing was run"),
+        "{reply}"
+    );
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn approving_the_call_of_someone_no_longer_an_admin_runs_nothing() {
+    let fixture = Fixture::new().with_example_skills();
+    let toolbox = fixture.toolbox().await;
+    let (code, marker) = waiting_touch(&fixture, &toolbox).await;
+    // Herald restarts with `local:owner` removed from the admins; another
+    // admin approves the waiting call.
+    let restarted = fixture.toolbox_with_admins(fixture.config(), &["local:root"]).await;
+    let root = TurnScope {
+        actor: Some(ActorId::new("local:root")),
+        ..scope(9, true)
+    };
+    let reply = restarted
+        .prepare(&root, Some(&format!("/approve {code}")))
+        .await
+        .direct_reply
+        .unwrap();
+    assert!(
+        reply.contains("no longer an admin") && reply.contains("nothing was run"),
+        "{reply}"
+    );
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn approving_arguments_other_than_those_shown_runs_nothing() {
+    let fixture = Fixture::new().with_example_skills();
+    let toolbox = fixture.toolbox().await;
+    let (code, marker) = waiting_touch(&fixture, &toolbox).await;
+    let elsewhere = fixture.skills_dir.join("elsewhere");
+    // The stored call is changed behind the question's back.
+    let mut stored = fixture
+        .store
+        .get_state("skill_confirmations", &code)
+        .await
+        .unwrap()
+        .unwrap();
+    stored["arguments"]["args"] = json!([elsewhere.display().to_string()]);
+    stored["canonical"] = json!(herald_core::json::canonical(&stored["arguments"]));
+    fixture
+        .store
+        .put_state("skill_confirmations", &code, &stored)
+        .await
+        .unwrap();
+    let reply = approve(&toolbox, &code).await;
+    assert!(
+        reply.contains("no longer") && reply.contains("nothing was run"),
+        "{reply}"
+    );
+    assert!(!marker.exists() && !elsewhere.exists());
+}

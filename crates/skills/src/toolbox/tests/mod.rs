@@ -82,8 +82,13 @@ impl Fixture {
     }
 
     async fn toolbox_with(&self, config: SkillsConfig) -> SkillToolbox {
+        self.toolbox_with_admins(config, &[ADMIN]).await
+    }
+
+    async fn toolbox_with_admins(&self, config: SkillsConfig, admins: &[&str]) -> SkillToolbox {
         SkillToolbox::builder(config, Arc::clone(&self.store) as Arc<dyn ConversationStore>, 10_000)
             .outbound(Outbound::new().with(Arc::clone(&self.channel) as Arc<dyn herald_core::ChannelOutbound>))
+            .admins(herald_core::Admins::new(admins.iter().map(|id| ActorId::new(*id))))
             .skill(Arc::new(CountingEffect {
                 spec: SkillSpec {
                     name: SkillName::new("charge_card").unwrap(),
@@ -132,11 +137,17 @@ impl crate::CoreSkill for CountingEffect {
     }
 }
 
+/// Configured admins of the fixture's toolboxes.
+const ADMIN: &str = "local:owner";
+
+/// A turn in the shared conversation `local:alice`: the admin's when
+/// `admin`, else alice's.
 fn scope(task: i64, admin: bool) -> TurnScope {
+    let actor = if admin { ADMIN } else { "local:alice" };
     TurnScope {
         task: TaskId(task),
         conversation: conversation("local:alice"),
-        actor: Some(ActorId::new("local:alice")),
+        actor: Some(ActorId::new(actor)),
         is_admin: admin,
         reply_to: None,
         origin: herald_core::TurnOrigin::Person,
