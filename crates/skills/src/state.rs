@@ -4,10 +4,10 @@
 //! - `skill_switches` / skill name: `{"enabled": false}`. Skills without a
 //!   switch are enabled, except that `install` writes a disabled one.
 //! - `active_skills` / conversation id: the conversation's `ActiveSkills`.
-//! - `skill_calls:<task>` / `<ordinal>:<skill>:<hash of arguments>`: a side
-//!   effect's idempotency record, written before the effect runs.
+//! - `skill_calls:<task>` / `<skill>:<hash of arguments>:<occurrence>`: a
+//!   side effect's idempotency record, written before the effect runs.
 //! - `skill_confirmations` / code: a dangerous call waiting for `/approve`.
-//! - `skill_receipts:<conversation>` / `<task>:<ordinal>`: script receipts.
+//! - `skill_receipts:<conversation>` / `<task>:<call key>`: script receipts.
 
 use std::collections::BTreeSet;
 
@@ -29,11 +29,12 @@ pub fn receipts_scope(conversation: &ConversationId) -> String {
     format!("skill_receipts:{conversation}")
 }
 
-/// The key of one side-effect call: task (in the scope), ordinal, skill and
-/// canonical arguments.
-pub fn call_key(ordinal: u32, skill: &SkillName, canonical_arguments: &str) -> String {
+/// The name of one call within its task (the task is in the scope): skill,
+/// a hash of the canonical arguments, and the occurrence of that same call
+/// in its turn. It does not depend on the order of the turn's calls.
+pub fn call_key(skill: &SkillName, canonical_arguments: &str, occurrence: u32) -> String {
     let digest = Sha256::digest(canonical_arguments.as_bytes());
-    format!("{ordinal}:{skill}:{}", hex::encode(&digest[..12]))
+    format!("{skill}:{}:{occurrence}", hex::encode(&digest[..12]))
 }
 
 /// The names switched off.
@@ -128,9 +129,9 @@ mod tests {
             .unwrap();
         assert_eq!(disabled(&store).await.unwrap(), BTreeSet::from([notes.clone()]));
 
-        let key = call_key(3, &notes, r#"{"a":1}"#);
-        assert!(key.starts_with("3:notes:"));
-        assert_ne!(key, call_key(3, &notes, r#"{"a":2}"#));
+        let key = call_key(&notes, r#"{"a":1}"#, 3);
+        assert!(key.starts_with("notes:") && key.ends_with(":3"), "{key}");
+        assert_ne!(key, call_key(&notes, r#"{"a":2}"#, 3));
         let record = CallRecord::Done(StoredOutput::from(&ToolOutput::ok("sent")));
         put_call_record(&store, TaskId(7), &key, &record).await.unwrap();
         assert_eq!(call_record(&store, TaskId(7), &key).await.unwrap(), Some(record));

@@ -97,7 +97,8 @@ impl Fixture {
         let context = SkillContext {
             scope,
             is_admin: scope.is_admin,
-            ordinal: 1,
+            occurrence: 1,
+            call_key: "schedule_task:test:1",
             view: &view,
             services: &self.services,
         };

@@ -84,8 +84,14 @@ pub struct SkillContext<'a> {
     pub scope: &'a TurnScope,
     /// Whether the turn is an admin's (from configuration only).
     pub is_admin: bool,
-    /// The task's call counter, as the agent numbered this call.
-    pub ordinal: u32,
+    /// How many times this same call (skill and canonical arguments) was
+    /// made in the turn, this one included.
+    pub occurrence: u32,
+    /// The call's name within its task, the same on every try of the task
+    /// whatever order the model makes its calls in: skill, a hash of the
+    /// canonical arguments and the occurrence. Idempotency keys and receipts
+    /// are built on it, never on a call's position.
+    pub call_key: &'a str,
     pub view: &'a TurnView,
     pub services: &'a Services,
 }

@@ -37,7 +37,9 @@ pub struct PendingCall {
     pub arguments: Value,
     /// The canonical text of `arguments`, for deduplication.
     pub canonical: String,
-    pub ordinal: u32,
+    /// The occurrence of the call in its turn (stored as `ordinal` before).
+    #[serde(alias = "ordinal")]
+    pub occurrence: u32,
     pub expires_at: Timestamp,
     /// SHA-256 of what the admin was shown, in hex.
     #[serde(default)]
@@ -85,7 +87,7 @@ pub(crate) async fn ask(
     view: &TurnView,
     arguments: Value,
     canonical: String,
-    ordinal: u32,
+    occurrence: u32,
 ) -> ToolOutput {
     let store = services.store.as_ref();
     let name = &skill.spec().name;
@@ -140,7 +142,7 @@ pub(crate) async fn ask(
             skill: name.clone(),
             arguments,
             canonical,
-            ordinal,
+            occurrence,
             expires_at: now + timeout,
             shown_hash: shown_hash(&shown),
         };

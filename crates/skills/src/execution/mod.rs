@@ -59,7 +59,7 @@ impl Executor {
         scope.is_admin || scope.actor.as_ref().is_some_and(|actor| self.admins.contains(actor))
     }
 
-    pub async fn invoke(&self, scope: &TurnScope, is_admin: bool, call: &ToolCall, ordinal: u32) -> ToolOutput {
+    pub async fn invoke(&self, scope: &TurnScope, is_admin: bool, call: &ToolCall, occurrence: u32) -> ToolOutput {
         let Some((skill, enabled)) = self.catalog.core(&call.name) else {
             refused("unknown_tool");
             return ToolOutput::error(format!("no tool named `{}` exists", call.name));
@@ -108,9 +108,9 @@ impl Executor {
                     spec.name
                 ));
             }
-            return confirm::ask(&self.services, scope, &skill, &view, arguments, canonical, ordinal).await;
+            return confirm::ask(&self.services, scope, &skill, &view, arguments, canonical, occurrence).await;
         }
-        self.run(scope, is_admin, ordinal, &skill, &view, arguments, &canonical)
+        self.run(scope, is_admin, occurrence, &skill, &view, arguments, &canonical)
             .await
     }
 
@@ -120,17 +120,19 @@ impl Executor {
         &self,
         scope: &TurnScope,
         is_admin: bool,
-        ordinal: u32,
+        occurrence: u32,
         skill: &Arc<dyn CoreSkill>,
         view: &TurnView,
         arguments: Value,
         canonical: &str,
     ) -> ToolOutput {
         let spec = skill.spec();
+        let call_key = crate::state::call_key(&spec.name, canonical, occurrence);
         let context = SkillContext {
             scope,
             is_admin,
-            ordinal,
+            occurrence,
+            call_key: &call_key,
             view,
             services: &self.services,
         };
@@ -142,9 +144,9 @@ impl Executor {
             .run_once(
                 self.services.store.as_ref(),
                 scope.task,
-                ordinal,
                 &spec.name,
                 canonical,
+                occurrence,
                 effect,
             )
             .await
@@ -197,7 +199,7 @@ impl Executor {
             .run(
                 &scope,
                 true,
-                pending.ordinal,
+                pending.occurrence,
                 &skill,
                 &view,
                 pending.arguments.clone(),

@@ -249,7 +249,7 @@ impl CoreSkill for SendMessage {
                 conversation: target.clone(),
                 text: text.clone(),
                 reply_to: None,
-                idempotency_key: Some(format!("task:{}:call:{}", context.scope.task, context.ordinal)),
+                idempotency_key: Some(format!("task:{}:{}", context.scope.task, context.call_key)),
             })
             .await?;
         let same = target.id == current.id;
@@ -349,7 +349,7 @@ impl CoreSkill for RunSkillScript {
         let mut stored = serde_json::to_value(&receipt).unwrap_or_default();
         stored["skill"] = Value::from(skill.name.as_str());
         stored["at"] = Value::from(context.services.clock.now().to_rfc3339());
-        let key = format!("{}:{}", context.scope.task, context.ordinal);
+        let key = format!("{}:{}", context.scope.task, context.call_key);
         if let Err(err) = context
             .services
             .store

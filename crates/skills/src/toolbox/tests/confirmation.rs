@@ -75,7 +75,7 @@ async fn a_dangerous_skill_waits_for_an_admins_approval() {
         "run_skill_script",
         json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
     );
-    let waiting = toolbox.invoke(&scope(1, true), &script, 0).await;
+    let waiting = toolbox.invoke(&scope(1, true), &script, 1).await;
     assert!(!waiting.is_error);
     assert!(waiting.content.contains("Not run yet"), "{}", waiting.content);
     assert!(!marker.exists());
@@ -86,7 +86,7 @@ async fn a_dangerous_skill_waits_for_an_admins_approval() {
     );
     let code = code_in(&question);
     // The same call again does not ask twice.
-    toolbox.invoke(&scope(1, true), &script, 0).await;
+    toolbox.invoke(&scope(1, true), &script, 1).await;
     assert_eq!(fixture.channel.texts().len(), 1);
 
     let by_user = toolbox
@@ -138,12 +138,12 @@ async fn a_denied_or_expired_request_never_runs() {
             json!({"name": "ops", "script": "touch.sh", "args": [marker.with_extension(n).display().to_string()]}),
         )
     };
-    toolbox.invoke(&scope(1, true), &script("a"), 0).await;
+    toolbox.invoke(&scope(1, true), &script("a"), 1).await;
     let code = code_in(&fixture.channel.texts()[0]);
     let denied = toolbox.prepare(&scope(2, true), Some(&format!("/deny {code}"))).await;
     assert_eq!(denied.direct_reply.unwrap(), "Denied: `run_skill_script` was not run.");
 
-    toolbox.invoke(&scope(3, true), &script("b"), 0).await;
+    toolbox.invoke(&scope(3, true), &script("b"), 1).await;
     let code = code_in(&fixture.channel.texts()[1]);
     clock.advance(Duration::from_secs(11 * 60));
     let late = toolbox

@@ -44,7 +44,7 @@ async fn a_body_reaches_the_prompt_only_after_activation_and_stays() {
     assert!(!prompt(&before).contains("NOTES BODY"));
 
     let output = toolbox
-        .invoke(&scope(1, false), &call("activate_skill", json!({"name": "notes"})), 0)
+        .invoke(&scope(1, false), &call("activate_skill", json!({"name": "notes"})), 1)
         .await;
     assert!(!output.is_error, "{output:?}");
     assert!(output.content.contains("NOTES BODY"));
@@ -179,7 +179,7 @@ async fn reaching_the_count_cap_evicts_the_least_recently_used() {
     let refused = refusing.prepare(&scope(3, false), Some("$notes")).await;
     assert!(refused.notices[0].contains("not activated"), "{:?}", refused.notices);
     let output = refusing
-        .invoke(&scope(3, false), &call("activate_skill", json!({"name": "notes"})), 0)
+        .invoke(&scope(3, false), &call("activate_skill", json!({"name": "notes"})), 1)
         .await;
     assert!(
         output.is_error && output.content.contains("1 skills are active already"),
