@@ -25,6 +25,7 @@
 
 mod activation;
 mod admin;
+mod budget;
 mod catalog;
 mod config;
 mod error;

@@ -15,6 +15,7 @@ use herald_core::{ConversationId, ConversationStore, StoreError, TaskId, ToolOut
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::budget::{STORED_OUTPUT_BYTES, cut_middle};
 use crate::name::SkillName;
 
 pub const SWITCHES: &str = "skill_switches";
@@ -71,10 +72,14 @@ pub struct StoredOutput {
     pub delivered_to_conversation: Option<String>,
 }
 
+/// What is stored of a result: its content cut to
+/// [`STORED_OUTPUT_BYTES`]; the text delivered to the conversation whole
+/// (`send_message` texts are bounded by their schema), so a retried turn
+/// still recognises it.
 impl From<&ToolOutput> for StoredOutput {
     fn from(output: &ToolOutput) -> Self {
         Self {
-            content: output.content.clone(),
+            content: cut_middle(&output.content, STORED_OUTPUT_BYTES).0,
             is_error: output.is_error,
             delivered_to_conversation: output.delivered_to_conversation.clone(),
         }

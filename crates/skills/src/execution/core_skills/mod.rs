@@ -346,7 +346,7 @@ impl CoreSkill for RunSkillScript {
             task = %context.scope.task,
             "skill script ran"
         );
-        let mut stored = serde_json::to_value(&receipt).unwrap_or_default();
+        let mut stored = receipt.stored();
         stored["skill"] = Value::from(skill.name.as_str());
         stored["at"] = Value::from(context.services.clock.now().to_rfc3339());
         let key = format!("{}:{}", context.scope.task, context.call_key);
@@ -358,7 +358,7 @@ impl CoreSkill for RunSkillScript {
         {
             tracing::warn!(error = %err, skill = %skill.name, "script receipt not stored");
         }
-        let text = format!("{}\n{}", receipt.status(), receipt.output);
+        let text = receipt.for_model();
         Ok(if receipt.succeeded() {
             ToolOutput::ok(text)
         } else {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 
+use crate::budget::{MODEL_OUTPUT_BYTES, STORED_ARGUMENT_BYTES, STORED_OUTPUT_BYTES, cut_end, cut_middle};
 use crate::catalog::{list_files, resolve_inside};
 use crate::error::SkillError;
 
@@ -56,6 +57,35 @@ pub struct ScriptReceipt {
 impl ScriptReceipt {
     pub fn succeeded(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// What the store keeps of a run: the output and each argument cut to
+    /// their caps, the cuts marked, so a receipt costs kilobytes whatever
+    /// the script printed.
+    pub(crate) fn stored(&self) -> serde_json::Value {
+        let (output, left_out) = cut_middle(&self.output, STORED_OUTPUT_BYTES);
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .map(|arg| cut_end(arg, STORED_ARGUMENT_BYTES))
+            .collect();
+        serde_json::json!({
+            "script": self.script,
+            "args": args,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "timed_out": self.timed_out,
+            "duration_ms": self.duration_ms,
+            "output": output,
+            "output_bytes": self.output.len(),
+            "output_truncated": self.truncated || left_out > 0,
+        })
+    }
+
+    /// What the model reads: the status line and the output, within
+    /// [`MODEL_OUTPUT_BYTES`].
+    pub(crate) fn for_model(&self) -> String {
+        cut_middle(&format!("{}\n{}", self.status(), self.output), MODEL_OUTPUT_BYTES).0
     }
 
     /// One line: `exit 0 in 120 ms` / `killed after timeout (30000 ms)`.

@@ -253,3 +253,47 @@ async fn each_script_call_of_a_task_keeps_its_own_receipt() {
     let receipts = fixture.store.list_state("skill_receipts:local:alice").await.unwrap();
     assert_eq!(receipts.len(), 2, "{receipts:?}");
 }
+
+/// A script that prints 3 MB: the model gets a result of a sane size, and
+/// what the store keeps of the call is small, the cut marked.
+#[tokio::test]
+async fn a_loud_script_costs_kilobytes_in_the_store_and_the_prompt() {
+    let fixture = Fixture::new().with_example_skills();
+    std::fs::write(
+        fixture.skills_dir.join("ops/scripts/loud.sh"),
+        "echo START; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END-OF-OUTPUT",
+    )
+    .unwrap();
+    let toolbox = fixture
+        .toolbox_with(SkillsConfig {
+            autonomy: Autonomy::Full,
+            ..fixture.config()
+        })
+        .await;
+    let output = toolbox
+        .invoke(
+            &scope(6, true),
+            &call("run_skill_script", json!({"name": "ops", "script": "loud.sh"})),
+            1,
+        )
+        .await;
+    assert!(
+        output.content.len() <= 17 * 1024,
+        "{} bytes for the model",
+        output.content.len()
+    );
+    assert!(
+        output.content.contains("START") && output.content.contains("left out"),
+        "{}",
+        &output.content[..200]
+    );
+
+    let receipts = fixture.store.list_state("skill_receipts:local:alice").await.unwrap();
+    let receipt = receipts[0].1.to_string();
+    assert!(receipt.len() <= 17 * 1024, "{} bytes of receipt", receipt.len());
+    assert!(receipts[0].1["output"].as_str().unwrap().contains("left out"));
+    assert_eq!(receipts[0].1["output_truncated"], json!(true));
+    let records = fixture.store.list_state("skill_calls:6").await.unwrap();
+    let record = records[0].1.to_string();
+    assert!(record.len() <= 17 * 1024, "{} bytes of call record", record.len());
+}
