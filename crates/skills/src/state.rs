@@ -49,6 +49,23 @@ pub async fn disabled(store: &dyn ConversationStore) -> Result<BTreeSet<SkillNam
         .collect())
 }
 
+/// A skill's switch as stored, `None` when it has none.
+pub async fn switch(store: &dyn ConversationStore, name: &SkillName) -> Result<Option<serde_json::Value>, StoreError> {
+    store.get_state(SWITCHES, name.as_str()).await
+}
+
+/// Puts back a switch read with [`switch`].
+pub async fn restore_switch(
+    store: &dyn ConversationStore,
+    name: &SkillName,
+    previous: Option<&serde_json::Value>,
+) -> Result<(), StoreError> {
+    match previous {
+        Some(value) => store.put_state(SWITCHES, name.as_str(), value).await,
+        None => store.delete_state(SWITCHES, name.as_str()).await,
+    }
+}
+
 pub async fn set_enabled(store: &dyn ConversationStore, name: &SkillName, enabled: bool) -> Result<(), StoreError> {
     store
         .put_state(SWITCHES, name.as_str(), &serde_json::json!({ "enabled": enabled }))

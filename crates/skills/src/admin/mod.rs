@@ -23,6 +23,8 @@ use crate::catalog::Services;
 use crate::catalog::{Catalog, SkillKind};
 use crate::error::SkillError;
 use crate::execution::Executor;
+use crate::name::SkillName;
+use crate::state;
 
 /// The answer to a chat command.
 pub(crate) async fn answer(
@@ -85,17 +87,47 @@ pub(crate) fn info(catalog: &Catalog, name: &str, is_admin: bool) -> Result<Skil
     })
 }
 
-/// Installs a folder or `.zip` into the install directory, disabled, and rescans.
+/// Installs a folder or `.zip` into the install directory, disabled, and
+/// rescans. The disabled switch is recorded before the skill is moved into
+/// place, so no failure leaves it in place enabled; any failure after that
+/// puts the switch back as it was and removes what was installed.
 pub(crate) async fn install(catalog: &Catalog, services: &Services, source: &Path) -> Result<Installed, SkillError> {
     let source = source.to_path_buf();
     let install_dir = services.config.install_dir();
     let limits = services.config.install_limits.clone();
-    let installed = tokio::task::spawn_blocking(move || install::install_skill(&source, &install_dir, &limits))
+    let staged = tokio::task::spawn_blocking(move || install::stage_skill(&source, &install_dir, &limits))
         .await
         .map_err(|err| SkillError::refused(format!("install failed: {err}")))??;
-    crate::state::set_enabled(services.store.as_ref(), &installed.name, false).await?;
-    catalog.reload().await?;
+    let name = staged.installed().name.clone();
+    let store = services.store.as_ref();
+    let previous = state::switch(store, &name).await?;
+    // A failure here drops the staged files.
+    state::set_enabled(store, &name, false).await?;
+    let committed = tokio::task::spawn_blocking(move || staged.commit())
+        .await
+        .map_err(|err| SkillError::refused(format!("install failed: {err}")));
+    let installed = match committed {
+        Ok(Ok(installed)) => installed,
+        Ok(Err(err)) | Err(err) => {
+            put_switch_back(services, &name, previous.as_ref()).await;
+            return Err(err);
+        }
+    };
+    if let Err(err) = catalog.reload().await {
+        tracing::warn!(error = %err, skill = %name, "rescan after install failed; removing the skill again");
+        if let Err(remove) = std::fs::remove_dir_all(&installed.folder) {
+            tracing::warn!(error = %remove, folder = %installed.folder.display(), "installed folder not removed");
+        }
+        put_switch_back(services, &name, previous.as_ref()).await;
+        return Err(err);
+    }
     Ok(installed)
+}
+
+async fn put_switch_back(services: &Services, name: &SkillName, previous: Option<&serde_json::Value>) {
+    if let Err(err) = state::restore_switch(services.store.as_ref(), name, previous).await {
+        tracing::warn!(error = %err, skill = %name, "switch of a failed install not put back");
+    }
 }
 
 async fn switch_reply(catalog: &Catalog, name: &str, enabled: bool) -> String {

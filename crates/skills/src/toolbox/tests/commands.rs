@@ -89,3 +89,67 @@ async fn an_installed_skill_starts_disabled() {
     toolbox.set_enabled("jokes", true).await.unwrap();
     assert!(prompt(&toolbox.prepare(&scope(1, true), None).await).contains("- jokes: Tells jokes."));
 }
+
+/// The store refuses to record the new skill as disabled: nothing is
+/// installed, so nothing can come up enabled on the next scan.
+#[tokio::test]
+async fn an_install_whose_switch_cannot_be_written_leaves_nothing_behind() {
+    let fixture = Fixture::new();
+    let toolbox = fixture.toolbox().await;
+    let source_dir = tempfile::tempdir().unwrap();
+    let source = write_skill(source_dir.path(), "jokes", "Tells jokes.", "JOKES BODY");
+    *fixture.store.fail_writes.lock().unwrap() = true;
+    let err = toolbox.install(&source).await.unwrap_err();
+    assert!(err.to_string().contains("refuses writes"), "{err}");
+    *fixture.store.fail_writes.lock().unwrap() = false;
+    assert!(
+        !fixture.skills_dir.join("jokes").exists(),
+        "the skill was moved into place"
+    );
+    assert_eq!(leftovers(&fixture), Vec::<String>::new());
+    toolbox.reload().await.unwrap();
+    assert!(toolbox.list(true).iter().all(|e| e.name.as_str() != "jokes"));
+}
+
+/// Moving into place fails after the switch was recorded (a folder of the
+/// same name appears in between): the switch is put back as it was, the
+/// staged files are removed, and the other folder is left alone.
+#[tokio::test]
+async fn an_install_that_cannot_move_into_place_rolls_back_its_switch() {
+    let fixture = Fixture::new();
+    let toolbox = fixture.toolbox().await;
+    let source_dir = tempfile::tempdir().unwrap();
+    let source = write_skill(source_dir.path(), "jokes", "Tells jokes.", "JOKES BODY");
+    let target = fixture.skills_dir.join("jokes");
+    let racing = target.clone();
+    *fixture.store.before_put.lock().unwrap() = Some(Box::new(move |scope, key| {
+        if scope == "skill_switches" && key == "jokes" {
+            std::fs::create_dir_all(&racing).unwrap();
+            std::fs::write(racing.join("NOTES.txt"), "someone else's").unwrap();
+        }
+    }));
+    let err = toolbox.install(&source).await.unwrap_err();
+    *fixture.store.before_put.lock().unwrap() = None;
+    assert!(err.to_string().contains("jokes"), "{err}");
+    assert_eq!(
+        fixture.store.get_state("skill_switches", "jokes").await.unwrap(),
+        None,
+        "the disabled switch of a skill that was not installed is removed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(target.join("NOTES.txt")).unwrap(),
+        "someone else's"
+    );
+    assert!(!target.join("SKILL.md").exists());
+    assert_eq!(leftovers(&fixture), Vec::<String>::new());
+}
+
+/// Hidden staging folders left in the install folder.
+fn leftovers(fixture: &Fixture) -> Vec<String> {
+    std::fs::read_dir(&fixture.skills_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with('.'))
+        .collect()
+}
