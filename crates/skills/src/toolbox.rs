@@ -83,6 +83,12 @@ impl SkillToolboxBuilder {
         self
     }
 
+    /// Registers several core skills, as [`SkillToolboxBuilder::skill`] does.
+    pub fn skills(mut self, skills: impl IntoIterator<Item = Arc<dyn CoreSkill>>) -> Self {
+        self.extra.extend(skills);
+        self
+    }
+
     /// Scans the skill folders and reads the switches from the store.
     pub async fn build(self) -> Result<SkillToolbox, SkillError> {
         let caps = CapLimits::new(&self.config, self.context_chars);
