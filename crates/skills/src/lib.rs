@@ -45,8 +45,8 @@ pub use catalog::{
     ReloadReport, RenderedCatalog, ScanLimits, Skill, SkillEntry, SkillKind, discover, render_catalog,
 };
 pub use catalog::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView, quoted, target_conversation};
-pub use config::{Autonomy, CapLimits, InstallLimits, OnCap, SkillsConfig};
+pub use config::{Autonomy, CapLimits, InstallLimits, OnCap, ScriptContainment, SkillsConfig};
 pub use error::SkillError;
-pub use execution::script::{ScriptReceipt, ScriptRequest, run_skill_script};
+pub use execution::script::{SUPERVISOR_ARG, ScriptReceipt, ScriptRequest, run_skill_script, script_supervisor_entry};
 pub use name::SkillName;
 pub use toolbox::{SkillToolbox, SkillToolboxBuilder};

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use herald_skills::{
-    FixedEnvironment, ScanLimits, ScriptRequest, discover, format_validation, run_skill_script, validate_paths,
+    FixedEnvironment, ScanLimits, ScriptContainment, ScriptRequest, discover, format_validation, run_skill_script,
+    validate_paths,
 };
 
 fn shipped() -> PathBuf {
@@ -53,6 +54,8 @@ async fn the_csv_summary_script_summarises_stdin() {
         args: &[],
         stdin: Some("city,population,area\nOslo,709037,454\nBergen,291940,465\n\"Tromsø\",,2521\n"),
         timeout: Duration::from_secs(20),
+        script_user: None,
+        containment: ScriptContainment::Auto,
     })
     .await
     .unwrap();

@@ -337,6 +337,8 @@ impl CoreSkill for RunSkillScript {
             args: &args,
             stdin: arguments["stdin"].as_str(),
             timeout: context.services.config.effective_script_timeout(),
+            script_user: context.services.config.script_user.as_deref(),
+            containment: context.services.config.script_containment,
         })
         .await?;
         tracing::info!(

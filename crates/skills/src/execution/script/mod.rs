@@ -1,29 +1,54 @@
-//! Running a file from a skill's `scripts/`, as safely as a plain process
-//! allows: in a temporary copy of the skill folder, with an environment
-//! scrubbed down to `PATH`, a temporary `HOME` and `LANG=C`, a timeout after
-//! which the whole process group is killed, and at most 1 MiB of combined
-//! output kept.
+//! Running a file from a skill's `scripts/`: in a temporary copy of the
+//! skill folder, with an environment scrubbed down to `PATH`, a temporary
+//! `HOME` and `LANG=C`, as an unprivileged user when Herald runs as root
+//! ([`user`]), in a session of its own, and within a timeout.
 //!
-//! This is not a sandbox: the script runs as Herald's user. That is why
-//! `run_skill_script` is elevated and dangerous.
+//! Every process a script starts ends with it: the script runs in a cgroup
+//! of its own ([`cgroup`]) or, where Herald cannot create one, under the
+//! subreaper supervisor ([`supervisor`]). Either way a child that escaped
+//! with `setsid` or a double fork is killed when the script ends, so the
+//! output is read to its end at once and no run waits on a leftover.
+//! At most 1 MiB of combined output is kept.
+//!
+//! Scripts are still programs Herald runs on its host, with the network
+//! and the files their user can reach: that is why `run_skill_script` is
+//! elevated and dangerous.
 
+mod cgroup;
+mod prepare;
+mod receipt;
+mod supervisor;
+#[cfg(test)]
+mod tests;
+mod user;
+
+use std::ffi::OsString;
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 
-use crate::budget::{MODEL_OUTPUT_BYTES, STORED_ARGUMENT_BYTES, STORED_OUTPUT_BYTES, cut_end, cut_middle};
-use crate::catalog::{list_files, resolve_inside};
+pub use receipt::ScriptReceipt;
+pub use supervisor::{SUPERVISOR_ARG, script_supervisor_entry};
+
+use crate::config::ScriptContainment;
 use crate::error::SkillError;
+use cgroup::ScriptCgroup;
+use prepare::{Prepared, prepare};
+use supervisor::{Invocation, Outcome};
 
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-/// How long output is still read after the script ended (a descendant that
-/// left the process group may hold the pipe open).
-const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+/// How long output is still read once every process of the script is gone.
+/// Nothing should hold the pipe then; this only keeps a bug from hanging a
+/// turn.
+const OUTPUT_GRACE: Duration = Duration::from_secs(5);
+/// How long the supervisor gets past the timeout to end the script and
+/// report, before Herald stops waiting for it.
+const SUPERVISOR_GRACE: Duration = Duration::from_secs(5);
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -36,128 +61,177 @@ pub struct ScriptRequest<'a> {
     pub args: &'a [String],
     pub stdin: Option<&'a str>,
     pub timeout: Duration,
+    /// `skills.script_user`.
+    pub script_user: Option<&'a str>,
+    /// `skills.script_containment`.
+    pub containment: ScriptContainment,
 }
 
-/// What happened, as stored and as shown to the model.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScriptReceipt {
-    pub script: String,
-    pub args: Vec<String>,
-    /// The exit code, when the script exited by itself.
-    pub exit_code: Option<i32>,
-    /// The signal that ended it, when one did.
-    pub signal: Option<i32>,
-    pub timed_out: bool,
-    pub duration_ms: u64,
-    /// Standard output and error, interleaved as written, at most 1 MiB.
-    pub output: String,
-    pub truncated: bool,
+/// How this run holds the script's processes.
+enum Hold {
+    Cgroup(ScriptCgroup),
+    Subreaper(&'static Path),
 }
 
-impl ScriptReceipt {
-    pub fn succeeded(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out
-    }
-
-    /// What the store keeps of a run: the output and each argument cut to
-    /// their caps, the cuts marked, so a receipt costs kilobytes whatever
-    /// the script printed.
-    pub(crate) fn stored(&self) -> serde_json::Value {
-        let (output, left_out) = cut_middle(&self.output, STORED_OUTPUT_BYTES);
-        let args: Vec<String> = self
-            .args
-            .iter()
-            .map(|arg| cut_end(arg, STORED_ARGUMENT_BYTES))
-            .collect();
-        serde_json::json!({
-            "script": self.script,
-            "args": args,
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "timed_out": self.timed_out,
-            "duration_ms": self.duration_ms,
-            "output": output,
-            "output_bytes": self.output.len(),
-            "output_truncated": self.truncated || left_out > 0,
-        })
-    }
-
-    /// What the model reads: the status line and the output, within
-    /// [`MODEL_OUTPUT_BYTES`].
-    pub(crate) fn for_model(&self) -> String {
-        cut_middle(&format!("{}\n{}", self.status(), self.output), MODEL_OUTPUT_BYTES).0
-    }
-
-    /// One line: `exit 0 in 120 ms` / `killed after timeout (30000 ms)`.
-    pub fn status(&self) -> String {
-        match (self.timed_out, self.exit_code, self.signal) {
-            (true, _, _) => format!("killed after the timeout ({} ms)", self.duration_ms),
-            (false, Some(code), _) => format!("exit {code} in {} ms", self.duration_ms),
-            (false, None, Some(signal)) => format!("ended by signal {signal} after {} ms", self.duration_ms),
-            (false, None, None) => format!("ended after {} ms", self.duration_ms),
-        }
-    }
+/// How the script ended.
+struct Ended {
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
 }
 
 /// Runs the script and waits for it, at most `timeout` (and never over 60s).
 pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceipt, SkillError> {
-    crate::catalog::check_relative(request.script)?;
-    let script = request.script.trim_start_matches("./");
-    let script = script.strip_prefix("scripts/").unwrap_or(script);
-    let relative = format!("scripts/{script}");
-    let original = resolve_inside(request.folder, &relative)?;
-    let scripts_dir = request
-        .folder
-        .join("scripts")
-        .canonicalize()
-        .map_err(|err| SkillError::io("opening", request.folder.join("scripts"), err))?;
-    if !original.starts_with(&scripts_dir) || !original.is_file() {
-        return Err(SkillError::refused(format!(
-            "`{relative}` is not a file in the skill's scripts/"
-        )));
-    }
+    let folder = request.folder.to_path_buf();
+    let script = request.script.to_owned();
+    let script_user = request.script_user.map(str::to_owned);
+    let prepared = tokio::task::spawn_blocking(move || prepare(&folder, &script, script_user.as_deref()))
+        .await
+        .map_err(|err| SkillError::refused(format!("preparing the script failed: {err}")))??;
+    let hold = tokio::task::spawn_blocking(move || choose(request.containment))
+        .await
+        .map_err(|err| SkillError::refused(format!("preparing the script failed: {err}")))??;
 
-    let sandbox = tempfile::Builder::new()
-        .prefix("herald-skill-")
-        .tempdir()
-        .map_err(|err| SkillError::io("creating a temporary folder in", std::env::temp_dir(), err))?;
-    let work = sandbox.path().join("skill");
-    let home = sandbox.path().join("home");
-    copy_skill(request.folder, &work)?;
-    std::fs::create_dir_all(&home).map_err(|err| SkillError::io("creating", &home, err))?;
-    let copied = work.join(&relative);
-
-    let (reader, writer) = std::io::pipe().map_err(|err| SkillError::io("creating a pipe for", &copied, err))?;
+    let (reader, writer) = std::io::pipe().map_err(|err| SkillError::io("creating a pipe for", &prepared.work, err))?;
     let writer_for_stderr = writer
         .try_clone()
-        .map_err(|err| SkillError::io("creating a pipe for", &copied, err))?;
-    let mut command = interpreter(&copied)?;
+        .map_err(|err| SkillError::io("creating a pipe for", &prepared.work, err))?;
+    let collector = tokio::task::spawn_blocking(move || collect_output(reader));
+    let timeout = request.timeout.min(crate::config::MAX_SCRIPT_TIMEOUT);
+    let output = (Stdio::from(writer), Stdio::from(writer_for_stderr));
+    let started = tokio::time::Instant::now();
+    let ended = match hold {
+        Hold::Cgroup(cgroup) => run_in_cgroup(&prepared, &request, timeout, output, cgroup).await?,
+        Hold::Subreaper(program) => run_supervised(&prepared, &request, timeout, output, program).await?,
+    };
+    let duration = started.elapsed();
+    // Every process that could write to the pipe is gone: the reader ends.
+    let (output, truncated) = match tokio::time::timeout(OUTPUT_GRACE, collector).await {
+        Ok(Ok((bytes, truncated))) => {
+            let mut text = String::from_utf8_lossy(&bytes).into_owned();
+            if truncated {
+                text.push_str("\n[output truncated at 1 MiB]");
+            }
+            (text, truncated)
+        }
+        _ => {
+            tracing::warn!(script = %prepared.script, "script output still open after every process ended");
+            (
+                "[output incomplete: it was still open after the script ended]".to_owned(),
+                false,
+            )
+        }
+    };
+    Ok(ScriptReceipt {
+        script: prepared.script.clone(),
+        args: request.args.to_vec(),
+        exit_code: ended.exit_code,
+        signal: ended.signal,
+        timed_out: ended.timed_out,
+        duration_ms: duration.as_millis() as u64,
+        output,
+        truncated,
+    })
+}
+
+/// Decides how this run holds the script's processes. Blocking (a cgroup
+/// is created).
+fn choose(containment: ScriptContainment) -> Result<Hold, SkillError> {
+    let supervisor = || {
+        supervisor::program().ok_or_else(|| {
+            SkillError::refused(
+                "skill scripts need the script supervisor of the `herald` binary (or a cgroup Herald can create), \
+                 and this process has neither; the script was not run",
+            )
+        })
+    };
+    match containment {
+        ScriptContainment::Cgroup => ScriptCgroup::create().map(Hold::Cgroup).map_err(|err| {
+            SkillError::refused(format!(
+                "skills.script_containment is `cgroup`, but Herald cannot create a cgroup here ({err}); the \
+                 script was not run"
+            ))
+        }),
+        ScriptContainment::Subreaper => supervisor().map(Hold::Subreaper),
+        ScriptContainment::Auto => match ScriptCgroup::create() {
+            Ok(cgroup) => {
+                say_once("a cgroup per script", None);
+                Ok(Hold::Cgroup(cgroup))
+            }
+            Err(err) => {
+                let program = supervisor()?;
+                say_once("the subreaper supervisor", Some(&err));
+                Ok(Hold::Subreaper(program))
+            }
+        },
+    }
+}
+
+/// Logs once which way `auto` holds scripts.
+fn say_once(how: &str, cgroup_error: Option<&std::io::Error>) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        match cgroup_error {
+            None => tracing::info!(containment = how, "skill scripts are contained"),
+            Some(err) => tracing::info!(containment = how, cgroup_error = %err, "skill scripts are contained"),
+        }
+    }
+}
+
+/// The environment a script gets, and nothing else of Herald's.
+fn script_environment(prepared: &Prepared) -> [(&'static str, OsString); 3] {
+    [
+        ("PATH", std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into())),
+        ("HOME", prepared.home.clone().into()),
+        ("LANG", "C".into()),
+    ]
+}
+
+/// Starts the script itself, joined to `cgroup` in a session of its own;
+/// at the end (or the timeout) every process in the cgroup is killed.
+async fn run_in_cgroup(
+    prepared: &Prepared,
+    request: &ScriptRequest<'_>,
+    timeout: Duration,
+    (stdout, stderr): (Stdio, Stdio),
+    cgroup: ScriptCgroup,
+) -> Result<Ended, SkillError> {
+    let mut command = tokio::process::Command::new(&prepared.program);
     command
+        .args(&prepared.leading_args)
         .args(request.args)
-        .current_dir(&work)
+        .current_dir(&prepared.work)
         .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.into()))
-        .env("HOME", &home)
-        .env("LANG", "C")
+        .envs(script_environment(prepared))
         .stdin(if request.stdin.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
         })
-        .stdout(Stdio::from(writer))
-        .stderr(Stdio::from(writer_for_stderr))
-        .process_group(0)
+        .stdout(stdout)
+        .stderr(stderr)
         .kill_on_drop(true);
-
-    let started = tokio::time::Instant::now();
+    if let Some((uid, gid)) = prepared.run_as.ids() {
+        command.uid(uid.as_raw()).gid(gid.as_raw());
+    }
+    let procs = cgroup.procs();
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed. It makes two system calls,
+    // setsid(2) and write(2) on a file opened before the fork, allocates
+    // nothing, and its errors are plain errno values.
+    unsafe {
+        command.pre_exec(move || {
+            nix::unistd::setsid()?;
+            cgroup::join(&procs)
+        });
+    }
     let mut child = command
         .spawn()
-        .map_err(|err| SkillError::io("starting", &copied, err))?;
-    // The command holds our copies of the pipe's write end; without dropping
-    // it the reader would never see the end of the output.
+        .map_err(|err| SkillError::io("starting", &prepared.program, err))?;
+    // The command holds copies of the output pipe; the reader sees the end
+    // only once every copy is closed.
     drop(command);
-    let group = child.id();
-    let collector = tokio::task::spawn_blocking(move || collect_output(reader));
     if let (Some(input), Some(mut pipe)) = (request.stdin, child.stdin.take()) {
         let input = input.to_owned();
         tokio::spawn(async move {
@@ -165,89 +239,122 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
             let _ = pipe.write_all(input.as_bytes()).await;
         });
     }
-
-    let timeout = request.timeout.min(crate::config::MAX_SCRIPT_TIMEOUT);
-    let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(status) => (
-            status.map_err(|err| SkillError::io("waiting for", &copied, err))?,
-            false,
-        ),
-        Err(_) => {
-            if let Some(group) = group {
-                kill_process_group(group);
+    let cgroup = std::sync::Arc::new(cgroup);
+    let kill_all = || {
+        let cgroup = std::sync::Arc::clone(&cgroup);
+        async move {
+            let ended = tokio::task::spawn_blocking(move || cgroup.kill_all()).await;
+            if let Ok(Err(err)) | Err(err) = ended.map_err(std::io::Error::other) {
+                tracing::warn!(error = %err, "could not end every process of a skill script");
             }
-            let status = child
-                .wait()
-                .await
-                .map_err(|err| SkillError::io("waiting for", &copied, err))?;
-            (status, true)
         }
     };
-    let duration = started.elapsed();
-    // Whatever the script left running in its group goes with it.
-    if let Some(group) = group {
-        kill_process_group(group);
-    }
-    let (output, truncated) = match tokio::time::timeout(OUTPUT_GRACE, collector).await {
-        Ok(Ok(collected)) => collected,
-        _ => (b"[output unavailable: a process kept the output open]".to_vec(), true),
+    let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(status) => (status, false),
+        Err(_) => {
+            kill_all().await;
+            (child.wait().await, true)
+        }
     };
+    let status = status.map_err(|err| SkillError::io("waiting for", &prepared.program, err))?;
+    // Whatever the script left running goes with it.
+    kill_all().await;
+    Ok(ended_by(status, timed_out))
+}
+
+fn ended_by(status: ExitStatus, timed_out: bool) -> Ended {
     use std::os::unix::process::ExitStatusExt;
-    let mut output = String::from_utf8_lossy(&output).into_owned();
-    if truncated {
-        output.push_str("\n[output truncated at 1 MiB]");
-    }
-    Ok(ScriptReceipt {
-        script: script.to_owned(),
-        args: request.args.to_vec(),
+    Ended {
         exit_code: status.code(),
         signal: status.signal(),
         timed_out,
-        duration_ms: duration.as_millis() as u64,
-        output,
-        truncated,
-    })
+    }
 }
 
-/// How to start a script: itself when it is executable, otherwise by its
-/// extension.
-fn interpreter(script: &Path) -> Result<tokio::process::Command, SkillError> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = script.metadata().is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
-    if executable {
-        return Ok(tokio::process::Command::new(script));
-    }
-    let program = match script.extension().and_then(|e| e.to_str()) {
-        Some("sh") => "sh",
-        Some("bash") => "bash",
-        Some("py") => "python3",
-        Some("js" | "mjs") => "node",
-        _ => {
-            return Err(SkillError::refused(format!(
-                "`{}` is not executable and has no known extension (.sh, .bash, .py, .js)",
-                script
-                    .file_name()
-                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
-            )));
+/// Starts the script under the subreaper supervisor, which ends it and
+/// everything it started and reports how it ended.
+async fn run_supervised(
+    prepared: &Prepared,
+    request: &ScriptRequest<'_>,
+    timeout: Duration,
+    (stdout, stderr): (Stdio, Stdio),
+    program: &'static Path,
+) -> Result<Ended, SkillError> {
+    let top = prepared.sandbox.path();
+    let stdin_file = match request.stdin {
+        Some(input) => {
+            let path = top.join("stdin");
+            std::fs::write(&path, input).map_err(|err| SkillError::io("writing", &path, err))?;
+            Some(path)
         }
+        None => None,
+    };
+    let status_file = top.join("status.json");
+    let invocation = Invocation {
+        timeout,
+        status_file: status_file.clone(),
+        ids: prepared.run_as.ids().map(|(uid, gid)| (uid.as_raw(), gid.as_raw())),
+        stdin_file,
+        program: prepared.program.clone(),
+        args: prepared
+            .leading_args
+            .iter()
+            .cloned()
+            .chain(request.args.iter().map(OsString::from))
+            .collect(),
     };
     let mut command = tokio::process::Command::new(program);
-    command.arg(script);
-    Ok(command)
-}
-
-/// Copies the skill's files (those [`resolve_inside`] accepts, each checked
-/// again right before it is read) into `to`.
-fn copy_skill(from: &Path, to: &Path) -> Result<(), SkillError> {
-    for file in list_files(from) {
-        let source = resolve_inside(from, &file)?;
-        let target: PathBuf = to.join(&file);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|err| SkillError::io("creating", parent, err))?;
+    command
+        .args(invocation.to_args())
+        .current_dir(&prepared.work)
+        .env_clear()
+        .envs(script_environment(prepared))
+        .stdin(Stdio::piped())
+        .stdout(stdout)
+        .stderr(stderr)
+        // Killing the supervisor would leave the script's processes behind;
+        // closing its control pipe makes it end them all and exit.
+        .kill_on_drop(false);
+    let mut supervisor = command
+        .spawn()
+        .map_err(|err| SkillError::io("starting the script supervisor", program, err))?;
+    drop(command);
+    let control = supervisor.stdin.take();
+    let status = match tokio::time::timeout(timeout + SUPERVISOR_GRACE, supervisor.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            drop(control);
+            match tokio::time::timeout(SUPERVISOR_GRACE, supervisor.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    tracing::warn!("the script supervisor did not end; killing it");
+                    let _ = supervisor.start_kill();
+                    supervisor.wait().await
+                }
+            }
         }
-        std::fs::copy(&source, &target).map_err(|err| SkillError::io("copying", &source, err))?;
     }
-    Ok(())
+    .map_err(|err| SkillError::io("waiting for the script supervisor", program, err))?;
+    let outcome: Outcome = std::fs::read(&status_file)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or_else(|| {
+            SkillError::refused(format!(
+                "the script supervisor ended ({status}) without saying how the script did"
+            ))
+        })?;
+    if outcome.killed_descendants > 0 {
+        tracing::info!(
+            script = %prepared.script,
+            processes = outcome.killed_descendants,
+            "processes the script left behind were killed"
+        );
+    }
+    Ok(Ended {
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        timed_out: outcome.timed_out,
+    })
 }
 
 /// Reads until every writer is gone, keeping at most [`MAX_OUTPUT_BYTES`].
@@ -270,148 +377,4 @@ fn collect_output(mut reader: std::io::PipeReader) -> (Vec<u8>, bool) {
         }
     }
     (kept, truncated)
-}
-
-/// Sends SIGKILL to every process of the group led by the script.
-#[allow(unsafe_code)]
-fn kill_process_group(group: u32) {
-    let Ok(group) = libc::pid_t::try_from(group) else {
-        return;
-    };
-    if group <= 1 {
-        return;
-    }
-    // SAFETY: killpg takes two integers and only sends a signal; no memory of
-    // this process is touched. The group was created for the script by
-    // `process_group(0)`, so it holds the script and its descendants only.
-    let result = unsafe { libc::killpg(group, libc::SIGKILL) };
-    if result != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::ESRCH) {
-            tracing::warn!(error = %err, group, "could not kill a skill script's process group");
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn skill_with(scripts: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let folder = crate::test_support::write_skill(dir.path(), "tool", "Tool.", "Run scripts.");
-        std::fs::create_dir_all(folder.join("scripts")).unwrap();
-        for (name, text) in scripts {
-            std::fs::write(folder.join("scripts").join(name), text).unwrap();
-        }
-        (dir, folder)
-    }
-
-    fn request<'a>(folder: &'a Path, script: &'a str, args: &'a [String]) -> ScriptRequest<'a> {
-        ScriptRequest {
-            folder,
-            script,
-            args,
-            stdin: None,
-            timeout: Duration::from_secs(20),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_script_runs_in_a_copy_with_a_scrubbed_environment() {
-        let (_dir, folder) = skill_with(&[(
-            "env.sh",
-            "echo \"args=$*\"; echo \"home=$HOME\"; echo \"lang=$LANG\"; env | cut -d= -f1 | sort | tr '\\n' ' ';\
-             echo; cat SKILL.md | head -1; echo changed > SKILL.md; echo oops >&2; exit 3",
-        )]);
-        let args = vec!["a".to_owned(), "b c".to_owned()];
-        let receipt = run_skill_script(request(&folder, "env.sh", &args)).await.unwrap();
-        assert_eq!(receipt.exit_code, Some(3), "{receipt:?}");
-        assert!(receipt.output.contains("args=a b c"), "{}", receipt.output);
-        assert!(receipt.output.contains("home=/"), "{}", receipt.output);
-        assert!(
-            !receipt
-                .output
-                .contains(&format!("home={}", std::env::var("HOME").unwrap_or_default()))
-        );
-        assert!(receipt.output.contains("lang=C"));
-        let names_line = receipt.output.lines().find(|l| l.contains("PATH")).unwrap();
-        let mut names: Vec<&str> = names_line.split_whitespace().collect();
-        names.retain(|n| !["PWD", "SHLVL", "_", "OLDPWD"].contains(n));
-        assert_eq!(names, vec!["HOME", "LANG", "PATH"], "{names_line}");
-        assert!(receipt.output.contains("---"));
-        assert!(receipt.output.contains("oops"), "stderr is captured");
-        assert!(
-            std::fs::read_to_string(folder.join("SKILL.md"))
-                .unwrap()
-                .starts_with("---")
-        );
-        assert_eq!(receipt.status().split(" in ").next(), Some("exit 3"));
-    }
-
-    #[tokio::test]
-    async fn stdin_reaches_the_script() {
-        let (_dir, folder) = skill_with(&[("upper.sh", "tr a-z A-Z")]);
-        let mut req = request(&folder, "scripts/upper.sh", &[]);
-        req.stdin = Some("hello");
-        let receipt = run_skill_script(req).await.unwrap();
-        assert!(receipt.succeeded());
-        assert_eq!(receipt.output, "HELLO");
-    }
-
-    #[tokio::test]
-    async fn only_files_in_scripts_may_run() {
-        let (_dir, folder) = skill_with(&[("ok.sh", "true"), ("data.txt", "x")]);
-        std::fs::write(folder.join("outside.sh"), "true").unwrap();
-        for (script, fragment) in [
-            ("../outside.sh", "`..`"),
-            ("/bin/sh", "relative"),
-            ("missing.sh", "no file `scripts/missing.sh`"),
-            ("data.txt", "not executable"),
-        ] {
-            let err = run_skill_script(request(&folder, script, &[]))
-                .await
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains(fragment), "{script}: {err}");
-        }
-    }
-
-    #[tokio::test]
-    async fn output_is_capped_at_one_mebibyte() {
-        let (_dir, folder) = skill_with(&[("loud.sh", "head -c 3000000 /dev/zero | tr '\\0' x")]);
-        let receipt = run_skill_script(request(&folder, "loud.sh", &[])).await.unwrap();
-        assert!(receipt.truncated);
-        assert!(receipt.output.len() < MAX_OUTPUT_BYTES + 100);
-        assert!(receipt.output.ends_with("[output truncated at 1 MiB]"));
-    }
-
-    #[tokio::test]
-    async fn a_timeout_kills_the_whole_process_group() {
-        let (_dir, folder) = skill_with(&[("hang.sh", "sleep 300 &\necho \"child $!\"\nsleep 300\n")]);
-        let mut req = request(&folder, "hang.sh", &[]);
-        req.timeout = Duration::from_millis(500);
-        let receipt = run_skill_script(req).await.unwrap();
-        assert!(receipt.timed_out, "{receipt:?}");
-        assert_eq!(receipt.signal, Some(libc::SIGKILL));
-        let child: u32 = receipt
-            .output
-            .lines()
-            .find_map(|l| l.strip_prefix("child "))
-            .and_then(|pid| pid.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no child pid in {:?}", receipt.output));
-        // The background `sleep` was in the group: it must be gone (or a
-        // zombie waiting for init), not sleeping on.
-        let mut alive = true;
-        for _ in 0..100 {
-            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-            let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
-            if stat.is_empty() || state == Some("Z") || state == Some("X") {
-                alive = false;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(!alive, "background child {child} survived the timeout");
-    }
 }

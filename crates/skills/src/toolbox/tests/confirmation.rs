@@ -70,7 +70,7 @@ async fn arguments_too_long_for_one_chat_message_are_refused_before_anyone_is_as
 async fn a_dangerous_skill_waits_for_an_admins_approval() {
     let fixture = Fixture::new().with_example_skills();
     let toolbox = fixture.toolbox().await;
-    let marker = fixture.skills_dir.join("marker");
+    let marker = fixture.marker("marker");
     let script = call(
         "run_skill_script",
         json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
@@ -131,7 +131,7 @@ async fn a_denied_or_expired_request_never_runs() {
     .build()
     .await
     .unwrap();
-    let marker = fixture.skills_dir.join("marker");
+    let marker = fixture.marker("marker");
     let script = |n: &str| {
         call(
             "run_skill_script",
@@ -162,7 +162,7 @@ async fn full_autonomy_runs_dangerous_skills_without_asking() {
             ..fixture.config()
         })
         .await;
-    let marker = fixture.skills_dir.join("marker");
+    let marker = fixture.marker("marker");
     let output = toolbox
         .invoke(
             &scope(1, true),
@@ -181,7 +181,7 @@ async fn full_autonomy_runs_dangerous_skills_without_asking() {
 /// The admin's run of `ops`'s `touch.sh`, waiting under the code returned,
 /// and the marker it would create.
 async fn waiting_touch(fixture: &Fixture, toolbox: &SkillToolbox) -> (String, std::path::PathBuf) {
-    let marker = fixture.skills_dir.join("marker");
+    let marker = fixture.marker("marker");
     let script = call(
         "run_skill_script",
         json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
@@ -272,7 +272,7 @@ async fn approving_arguments_other_than_those_shown_runs_nothing() {
     let fixture = Fixture::new().with_example_skills();
     let toolbox = fixture.toolbox().await;
     let (code, marker) = waiting_touch(&fixture, &toolbox).await;
-    let elsewhere = fixture.skills_dir.join("elsewhere");
+    let elsewhere = fixture.marker("elsewhere");
     // The stored call is changed behind the question's back.
     let mut stored = fixture
         .store

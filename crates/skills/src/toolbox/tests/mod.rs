@@ -35,6 +35,12 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let skills_dir = dir.path().join("skills");
         std::fs::create_dir_all(&skills_dir).unwrap();
+        // Scripts run as `nobody` when the tests run as root: they must be
+        // able to leave the markers the tests look for.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        std::fs::create_dir_all(dir.path().join("markers")).unwrap();
+        std::fs::set_permissions(dir.path().join("markers"), std::fs::Permissions::from_mode(0o777)).unwrap();
         Self {
             _dir: dir,
             skills_dir,
@@ -42,6 +48,11 @@ impl Fixture {
             channel: Arc::new(RecordingChannel::new("local")),
             effects: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// Where a script may leave a file for the test to find.
+    fn marker(&self, name: &str) -> std::path::PathBuf {
+        self.skills_dir.parent().unwrap().join("markers").join(name)
     }
 
     fn with_example_skills(self) -> Self {

@@ -12,7 +12,7 @@ async fn a_non_admin_calling_an_elevated_skill_is_refused_and_nothing_happens() 
     assert!(output.content.contains("for admins only"), "{}", output.content);
     assert_eq!(fixture.effects.load(Ordering::SeqCst), 0);
 
-    let marker = fixture.skills_dir.join("marker");
+    let marker = fixture.marker("marker");
     let script = call(
         "run_skill_script",
         json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
@@ -237,7 +237,7 @@ async fn each_script_call_of_a_task_keeps_its_own_receipt() {
         })
         .await;
     for marker in ["first", "second"] {
-        let path = fixture.skills_dir.join(marker);
+        let path = fixture.marker(marker);
         let output = toolbox
             .invoke(
                 &scope(4, true),
