@@ -12,7 +12,7 @@ use anyhow::{Context, Result, ensure};
 use herald_core::{
     ActorId, ChannelName, ConversationId, ConversationKind, ConversationRef, TaskId, Toolbox, TurnScope,
 };
-use herald_skills::catalog::{CATALOG_HEADER, render_catalog};
+use herald_skills::{CATALOG_HEADER, render_catalog};
 use herald_skills::{Discovery, ProcessEnvironment, ScanLimits, SkillToolbox, SkillsConfig, discover};
 use herald_store::{QueueConfig, Storage, StorageConfig};
 use herald_testkit::telegram::{FakeTelegram, FakeTelegramOptions};

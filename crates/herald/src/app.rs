@@ -12,7 +12,7 @@ use herald_skills::SkillToolbox;
 use herald_store::Storage;
 
 use crate::config::Config;
-use crate::schedules::{ScheduleCommands, ScheduleTask};
+use crate::schedules::{ScheduleCommands, schedule_skills};
 
 pub struct App {
     pub config: Config,
@@ -90,10 +90,7 @@ impl App {
         .outbound(outbound)
         .admins(Admins::new(self.config.admins.iter().cloned()))
         .clock(self.clock.clone())
-        .skill(Arc::new(ScheduleTask::new(
-            self.schedules(),
-            self.storage.conversations(),
-        )))
+        .skills(schedule_skills(self.schedules(), self.storage.conversations()))
         .build()
         .await
         .context("loading skills")?;
@@ -124,7 +121,7 @@ impl App {
 
     /// Schedules in this process's database.
     pub fn schedules(&self) -> Schedules {
-        Schedules::new(self.storage.schedules(), self.clock.clone())
+        Schedules::new(self.storage.schedules(), self.clock.clone()).with_limits(self.config.schedules.limits())
     }
 
     /// The scheduler: due schedules and the heartbeat, into the queue.

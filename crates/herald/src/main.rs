@@ -1,5 +1,11 @@
 //! The `herald` binary; everything lives in the library beside it.
 
 fn main() -> std::process::ExitCode {
+    // First of all: this binary is also the supervisor skill scripts run
+    // under (`herald __herald-skill-script-supervisor …`), which must read no
+    // configuration and parse no command line of Herald's.
+    if let Some(code) = herald_skills::script_supervisor_entry() {
+        return code;
+    }
     herald::main()
 }

@@ -29,7 +29,13 @@ fn skilled_herald(model: herald_testkit::ScriptedModel) -> (Herald, std::path::P
         "---\nname: stamp\ndescription: Leave a stamp file on the host.\nmetadata:\n  elevated: \"true\"\n---\n\nRun scripts/stamp.sh.\n",
     )
     .unwrap();
-    let stamp = dir.path().join("stamped");
+    // Scripts run as `nobody` when the tests run as root: the stamp goes
+    // where that user may write.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::create_dir_all(dir.path().join("stamps")).unwrap();
+    std::fs::set_permissions(dir.path().join("stamps"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let stamp = dir.path().join("stamps/stamped");
     std::fs::write(
         skills.join("stamp/scripts/stamp.sh"),
         format!("#!/bin/sh\ntouch {}\n", stamp.display()),

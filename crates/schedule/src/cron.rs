@@ -17,6 +17,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use cron::TimeUnitSpec;
@@ -72,6 +73,41 @@ impl CronExpression {
             }
         }
         best
+    }
+
+    /// The shortest wall-clock time between consecutive runs after `local`,
+    /// over at most `max_runs` runs within a year, stopping at the first gap
+    /// shorter than `stop_below`. Clock changes are ignored: they move a run
+    /// by an hour twice a year.
+    pub fn shortest_gap_after(&self, local: NaiveDateTime, max_runs: usize, stop_below: Duration) -> Option<Duration> {
+        let horizon = local + chrono::Duration::days(400);
+        let mut runs: Vec<_> = self
+            .schedules
+            .iter()
+            .map(|schedule| schedule.after(&local.and_utc()).map(|at| at.naive_utc()).peekable())
+            .collect();
+        // The union of the schedules' runs, in order, each time once.
+        let mut next = || {
+            let earliest = runs.iter_mut().filter_map(|run| run.peek().copied()).min()?;
+            for run in &mut runs {
+                if run.peek() == Some(&earliest) {
+                    run.next();
+                }
+            }
+            (earliest <= horizon).then_some(earliest)
+        };
+        let mut previous = next()?;
+        let mut shortest: Option<Duration> = None;
+        for _ in 1..max_runs {
+            let Some(at) = next() else { break };
+            let gap = (at - previous).to_std().unwrap_or_default();
+            shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
+            if gap < stop_below {
+                break;
+            }
+            previous = at;
+        }
+        shortest
     }
 
     /// The next matching wall-clock time after `local`, ignoring time zones.

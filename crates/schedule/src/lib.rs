@@ -24,7 +24,7 @@ pub use command::{ScheduleCommand, parse_schedule_command};
 pub use cron::{CronError, CronExpression};
 pub use heartbeat::{ActiveHours, ClockTime, HeartbeatConfig, HeartbeatTarget, checklist_is_empty, heartbeat_slot};
 pub use herald_core::heartbeat::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_OK, strip_ok_token};
-pub use runs::{DueRun, MissedRuns, ScheduleConfig, heartbeat_run_key, run_key, settle};
+pub use runs::{DueRun, MissedRuns, ScheduleConfig, ScheduleLimits, heartbeat_run_key, run_key, settle};
 pub use scheduler::{HEARTBEAT_PRIORITY, HeartbeatOutcome, SCHEDULE_PRIORITY, Scheduler, TickReport};
 pub use service::{Listed, ScheduleError, Schedules};
 pub use spec::{ScheduleSpec, SpecError, parse_time};

@@ -36,6 +36,11 @@ pub struct ScheduleConfig {
     /// How often the scheduler looks for due runs and heartbeats.
     #[serde(with = "herald_core::duration::serde")]
     pub tick: Duration,
+    /// The shortest time between two runs of a schedule a non-admin creates.
+    #[serde(with = "herald_core::duration::serde")]
+    pub min_interval: Duration,
+    /// How many schedules with runs to come one non-admin may have.
+    pub max_per_user: usize,
 }
 
 impl Default for ScheduleConfig {
@@ -44,7 +49,33 @@ impl Default for ScheduleConfig {
             missed_runs: MissedRuns::RunOnce,
             grace: Duration::from_secs(120),
             tick: Duration::from_secs(1),
+            min_interval: Duration::from_secs(300),
+            max_per_user: 10,
         }
+    }
+}
+
+impl ScheduleConfig {
+    /// What bounds the schedules of non-admins.
+    pub fn limits(&self) -> ScheduleLimits {
+        ScheduleLimits {
+            min_interval: self.min_interval,
+            max_per_user: self.max_per_user,
+        }
+    }
+}
+
+/// What bounds the schedules a non-admin creates; admins and operators are
+/// not bounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduleLimits {
+    pub min_interval: Duration,
+    pub max_per_user: usize,
+}
+
+impl Default for ScheduleLimits {
+    fn default() -> Self {
+        ScheduleConfig::default().limits()
     }
 }
 

@@ -1,6 +1,13 @@
-//! Creating, listing and cancelling schedules: what the `schedule_task` skill,
-//! the `/schedule` chat command and `herald schedule` all go through, so a
-//! schedule is checked the same way wherever it comes from.
+//! Creating, listing and cancelling schedules: what the `schedule_task`,
+//! `list_schedules` and `cancel_schedule` skills, the `/schedule` chat
+//! command and `herald schedule` all go through, so a schedule is checked
+//! the same way wherever it comes from.
+//!
+//! Who may do what is decided by the caller; this service offers the two
+//! kinds of request: unbounded ones for admins and the operator, and
+//! bounded ones for everyone else ([`ScheduleLimits`]: how often, how many),
+//! whose listing and cancelling reach only their own schedules in their own
+//! conversation, and never say whether anyone else's exists.
 
 use std::sync::Arc;
 
@@ -9,6 +16,7 @@ use herald_core::{
     Timestamp,
 };
 
+use crate::runs::ScheduleLimits;
 use crate::spec::{ScheduleSpec, SpecError};
 
 /// The most characters an instruction may have.
@@ -24,6 +32,12 @@ pub enum ScheduleError {
     InstructionTooLong,
     #[error("no schedule {0} here")]
     NotFound(ScheduleId),
+    #[error(
+        "a schedule may run at most once every {min}; this one would run {shortest} apart (only admins may schedule more often)"
+    )]
+    TooFrequent { shortest: String, min: String },
+    #[error("you have {max} schedules with runs to come, the most allowed; cancel one first")]
+    TooMany { max: usize },
     #[error("stored schedule {id} is unreadable: {reason}")]
     Unreadable { id: ScheduleId, reason: String },
     #[error(transparent)]
@@ -63,11 +77,13 @@ fn one_line(text: &str, max_chars: usize) -> String {
     }
 }
 
-/// Schedules over the store, with the clock that decides what "now" is.
+/// Schedules over the store, with the clock that decides what "now" is and
+/// the limits of non-admins.
 #[derive(Clone)]
 pub struct Schedules {
     store: Arc<dyn ScheduleStore>,
     clock: Arc<dyn Clock>,
+    limits: ScheduleLimits,
 }
 
 impl std::fmt::Debug for Schedules {
@@ -77,8 +93,24 @@ impl std::fmt::Debug for Schedules {
 }
 
 impl Schedules {
+    /// Schedules with the default limits for non-admins.
     pub fn new(store: Arc<dyn ScheduleStore>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock }
+        Self {
+            store,
+            clock,
+            limits: ScheduleLimits::default(),
+        }
+    }
+
+    /// The limits of [`Schedules::add_within`] (`schedules.min_interval`,
+    /// `schedules.max_per_user`).
+    pub fn with_limits(mut self, limits: ScheduleLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn limits(&self) -> ScheduleLimits {
+        self.limits
     }
 
     pub fn now(&self) -> Timestamp {
@@ -121,6 +153,41 @@ impl Schedules {
         Ok(Listed { schedule, spec })
     }
 
+    /// [`Schedules::add`] for someone who is not an admin, within the limits:
+    /// runs at least `min_interval` apart, and at most `max_per_user`
+    /// schedules of `actor` with runs to come.
+    pub async fn add_within(
+        &self,
+        conversation: ConversationRef,
+        actor: ActorId,
+        spec: ScheduleSpec,
+        instruction: &str,
+    ) -> Result<Listed, ScheduleError> {
+        let limits = &self.limits;
+        if let Some(shortest) = spec.shortest_gap(self.now(), limits.min_interval)
+            && shortest < limits.min_interval
+        {
+            return Err(ScheduleError::TooFrequent {
+                shortest: herald_core::duration::format(shortest),
+                min: herald_core::duration::format(limits.min_interval),
+            });
+        }
+        let owned = self
+            .store
+            .list(None)
+            .await?
+            .iter()
+            .filter(|schedule| schedule.actor.as_ref() == Some(&actor))
+            .count();
+        if owned >= limits.max_per_user {
+            tracing::warn!(actor = %actor, owned, "schedule refused: the actor has the most allowed");
+            return Err(ScheduleError::TooMany {
+                max: limits.max_per_user,
+            });
+        }
+        self.add(conversation, Some(actor), spec, instruction).await
+    }
+
     /// `at …`, `every …` or `cron …` followed by the instruction, as typed in
     /// chat or on the command line.
     pub async fn add_words(
@@ -136,6 +203,33 @@ impl Schedules {
     /// Schedules with a run to come, of one conversation or all.
     pub async fn list(&self, conversation: Option<&ConversationId>) -> Result<Vec<Listed>, ScheduleError> {
         self.store.list(conversation).await?.into_iter().map(read).collect()
+    }
+
+    /// The schedules with runs to come that `actor` created in `conversation`.
+    pub async fn list_own(&self, conversation: &ConversationId, actor: &ActorId) -> Result<Vec<Listed>, ScheduleError> {
+        self.store
+            .list(Some(conversation))
+            .await?
+            .into_iter()
+            .filter(|schedule| schedule.actor.as_ref() == Some(actor))
+            .map(read)
+            .collect()
+    }
+
+    /// Cancels a schedule `actor` created in `conversation`; anyone else's
+    /// is [`ScheduleError::NotFound`], as if it did not exist.
+    pub async fn cancel_own(
+        &self,
+        id: ScheduleId,
+        conversation: &ConversationId,
+        actor: &ActorId,
+    ) -> Result<Listed, ScheduleError> {
+        let schedule = self.store.get(id).await?.ok_or(ScheduleError::NotFound(id))?;
+        if schedule.actor.as_ref() != Some(actor) {
+            tracing::warn!(schedule = %id, actor = %actor, "cancelling someone else's schedule refused");
+            return Err(ScheduleError::NotFound(id));
+        }
+        self.cancel(id, Some(conversation)).await
     }
 
     /// Cancels a schedule; with `only_in`, only one of that conversation.

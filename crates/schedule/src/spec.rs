@@ -67,6 +67,11 @@ pub enum SpecError {
 
 const DAY: Duration = Duration::from_secs(86_400);
 
+/// Runs of a cron expression looked at to find its shortest gap: a year of
+/// anything that runs up to 27 times a day. An expression that runs more
+/// often shows its shortest gap within its first days.
+pub const MAX_RUNS_WALKED: usize = 10_000;
+
 impl ScheduleSpec {
     /// The first run strictly after `after`, or `None` when no run is left.
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
@@ -87,6 +92,21 @@ impl ScheduleSpec {
                 }
             }
             ScheduleSpec::Cron { cron, timezone } => cron.next_after(*timezone, after),
+        }
+    }
+
+    /// The shortest time between two runs to come after `now`, `None` for a
+    /// schedule that runs at most once. For a cron expression the runs of
+    /// the next year are walked on the wall clock (at most
+    /// [`MAX_RUNS_WALKED`] of them), stopping at the first gap shorter than
+    /// `stop_below`.
+    pub fn shortest_gap(&self, now: Timestamp, stop_below: Duration) -> Option<Duration> {
+        match self {
+            ScheduleSpec::At { .. } => None,
+            ScheduleSpec::Every { every, .. } => Some(*every),
+            ScheduleSpec::Cron { cron, timezone } => {
+                cron.shortest_gap_after(timezone.local(now), MAX_RUNS_WALKED, stop_below)
+            }
         }
     }
 

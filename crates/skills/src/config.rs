@@ -48,6 +48,12 @@ pub struct SkillsConfig {
     /// How long a confirmation code stays valid.
     #[serde(with = "herald_core::duration::serde")]
     pub confirm_timeout: Duration,
+    /// The user scripts run as when Herald runs as root: `nobody` when
+    /// unset; running them as root takes `root` written here. Herald not
+    /// running as root runs scripts as its own user.
+    pub script_user: Option<String>,
+    /// How all of a script's processes are held and ended.
+    pub script_containment: ScriptContainment,
 }
 
 impl Default for SkillsConfig {
@@ -68,6 +74,8 @@ impl Default for SkillsConfig {
             triggers: true,
             rescan_every: Duration::from_secs(5),
             confirm_timeout: Duration::from_secs(600),
+            script_user: None,
+            script_containment: ScriptContainment::Auto,
         }
     }
 }
@@ -105,7 +113,7 @@ impl SkillsConfig {
             .unwrap_or_else(|| PathBuf::from("skills"))
     }
 
-    /// The script timeout, never above [`MAX_SCRIPT_TIMEOUT`].
+    /// The script timeout, never above 60s.
     pub fn effective_script_timeout(&self) -> Duration {
         self.script_timeout.min(MAX_SCRIPT_TIMEOUT)
     }
@@ -127,6 +135,25 @@ impl SkillsConfig {
     }
 }
 
+/// The caps on active skills, from the configuration and the context budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapLimits {
+    pub max_active: usize,
+    /// Characters all active bodies may take together.
+    pub max_chars: usize,
+    pub on_cap: OnCap,
+}
+
+impl CapLimits {
+    pub fn new(config: &SkillsConfig, context_chars: usize) -> Self {
+        Self {
+            max_active: config.max_active.max(1),
+            max_chars: (context_chars as f64 * config.max_active_fraction.clamp(0.0, 1.0)) as usize,
+            on_cap: config.on_cap,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnCap {
@@ -143,6 +170,22 @@ pub enum Autonomy {
     Supervised,
     /// Dangerous skills run without asking.
     Full,
+}
+
+/// How a script and every process it starts are kept together, so that all
+/// of them end when the script does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptContainment {
+    /// A cgroup when Herald can create one, otherwise the subreaper.
+    #[default]
+    Auto,
+    /// A cgroup v2 of its own, ended with `cgroup.kill`; scripts do not run
+    /// where Herald cannot create one.
+    Cgroup,
+    /// A supervisor process that adopts every orphaned descendant
+    /// (`PR_SET_CHILD_SUBREAPER`) and kills and reaps them all.
+    Subreaper,
 }
 
 /// What `install` accepts from a folder or an archive.

@@ -6,49 +6,47 @@
 //! Skills are folders with a `SKILL.md`: discovered, validated, listed in a
 //! budgeted catalog and activated per conversation within caps.
 //!
+//! The crate is four parts behind this one surface:
+//! - `catalog`: what skills exist (discovery, `SKILL.md`, gating, switches,
+//!   the prompt catalog) and where their files may be;
+//! - `activation`: which instructions a conversation carries (mentions,
+//!   caps, the active set);
+//! - `execution`: running a tool call (the policy at invoke, the core
+//!   skills, confirmation, side-effect dedup, scripts, file reads);
+//! - `admin`: operating the registry (chat commands, listing, install,
+//!   validation).
+//!
+//! [`SkillToolbox`] joins them for the agent.
+//!
 //! Architecture invariant: every policy (who may run what, deduplication of
-//! side effects, confirmation of dangerous calls) is enforced in
-//! [`SkillToolbox`]'s `invoke`, at execution, never only by
-//! what the prompt shows. YAML is read in one private module and nowhere else.
+//! side effects, confirmation of dangerous calls) is enforced when a call
+//! runs, never only by what the prompt shows. YAML is read in one private
+//! module and nowhere else.
 
-pub mod admin;
-pub mod builtins;
-pub mod caps;
-pub mod catalog;
-pub mod command;
-pub mod config;
-pub mod confirm;
-pub mod discovery;
-mod effects;
-pub mod error;
-pub mod files;
-pub mod gating;
-pub mod install;
-pub mod mention;
-pub mod name;
-pub mod registry;
-pub mod schema;
-pub mod script;
-pub mod skill;
-pub mod spec;
-pub mod state;
+mod activation;
+mod admin;
+mod budget;
+mod catalog;
+mod config;
+mod error;
+mod execution;
+mod name;
+mod state;
 #[cfg(test)]
 mod test_support;
-pub mod toolbox;
+mod toolbox;
 mod yaml;
 
-pub use admin::{SkillInfo, Validation, format_info, format_list, format_reload, format_validation, validate_paths};
-pub use caps::{Activation, ActiveSkills, CapLimits};
-pub use command::{SkillCommand, parse_command};
-pub use config::{Autonomy, InstallLimits, OnCap, SkillsConfig};
-pub use discovery::{Diagnostic, DiagnosticKind, Discovery, ReloadReport, ScanLimits, compare, discover};
-pub use error::SkillError;
-pub use gating::{Availability, Environment, FixedEnvironment, ProcessEnvironment, Requirements};
-pub use install::Installed;
-pub use name::SkillName;
-pub use registry::{
-    CoreSkill, Policy, Services, SkillContext, SkillEntry, SkillKind, SkillRegistry, SkillSpec, TurnView,
+pub use admin::{
+    Installed, SkillInfo, Validation, format_info, format_list, format_reload, format_validation, validate_paths,
 };
-pub use skill::Skill;
-pub use spec::{Checked, Finding, Level, Mode, SkillDocument};
+pub use catalog::{
+    CATALOG_HEADER, Diagnostic, DiagnosticKind, Discovery, Environment, FixedEnvironment, ProcessEnvironment,
+    ReloadReport, RenderedCatalog, ScanLimits, Skill, SkillEntry, SkillKind, discover, render_catalog,
+};
+pub use catalog::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView, quoted, target_conversation};
+pub use config::{Autonomy, CapLimits, InstallLimits, OnCap, ScriptContainment, SkillsConfig};
+pub use error::SkillError;
+pub use execution::script::{SUPERVISOR_ARG, ScriptReceipt, ScriptRequest, run_skill_script, script_supervisor_entry};
+pub use name::SkillName;
 pub use toolbox::{SkillToolbox, SkillToolboxBuilder};

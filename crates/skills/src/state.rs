@@ -3,11 +3,11 @@
 //!
 //! - `skill_switches` / skill name: `{"enabled": false}`. Skills without a
 //!   switch are enabled, except that `install` writes a disabled one.
-//! - `active_skills` / conversation id: the conversation's [`ActiveSkills`].
-//! - `skill_calls:<task>` / `<ordinal>:<skill>:<hash of arguments>`: a side
-//!   effect's idempotency record, written before the effect runs.
+//! - `active_skills` / conversation id: the conversation's `ActiveSkills`.
+//! - `skill_calls:<task>` / `<skill>:<hash of arguments>:<occurrence>`: a
+//!   side effect's idempotency record, written before the effect runs.
 //! - `skill_confirmations` / code: a dangerous call waiting for `/approve`.
-//! - `skill_receipts:<conversation>` / `<task>:<ordinal>`: script receipts.
+//! - `skill_receipts:<conversation>` / `<task>:<call key>`: script receipts.
 
 use std::collections::BTreeSet;
 
@@ -15,7 +15,7 @@ use herald_core::{ConversationId, ConversationStore, StoreError, TaskId, ToolOut
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::caps::ActiveSkills;
+use crate::budget::{STORED_OUTPUT_BYTES, cut_middle};
 use crate::name::SkillName;
 
 pub const SWITCHES: &str = "skill_switches";
@@ -30,11 +30,12 @@ pub fn receipts_scope(conversation: &ConversationId) -> String {
     format!("skill_receipts:{conversation}")
 }
 
-/// The key of one side-effect call: task (in the scope), ordinal, skill and
-/// canonical arguments.
-pub fn call_key(ordinal: u32, skill: &SkillName, canonical_arguments: &str) -> String {
+/// The name of one call within its task (the task is in the scope): skill,
+/// a hash of the canonical arguments, and the occurrence of that same call
+/// in its turn. It does not depend on the order of the turn's calls.
+pub fn call_key(skill: &SkillName, canonical_arguments: &str, occurrence: u32) -> String {
     let digest = Sha256::digest(canonical_arguments.as_bytes());
-    format!("{ordinal}:{skill}:{}", hex::encode(&digest[..12]))
+    format!("{skill}:{}:{occurrence}", hex::encode(&digest[..12]))
 }
 
 /// The names switched off.
@@ -48,27 +49,27 @@ pub async fn disabled(store: &dyn ConversationStore) -> Result<BTreeSet<SkillNam
         .collect())
 }
 
+/// A skill's switch as stored, `None` when it has none.
+pub async fn switch(store: &dyn ConversationStore, name: &SkillName) -> Result<Option<serde_json::Value>, StoreError> {
+    store.get_state(SWITCHES, name.as_str()).await
+}
+
+/// Puts back a switch read with [`switch`].
+pub async fn restore_switch(
+    store: &dyn ConversationStore,
+    name: &SkillName,
+    previous: Option<&serde_json::Value>,
+) -> Result<(), StoreError> {
+    match previous {
+        Some(value) => store.put_state(SWITCHES, name.as_str(), value).await,
+        None => store.delete_state(SWITCHES, name.as_str()).await,
+    }
+}
+
 pub async fn set_enabled(store: &dyn ConversationStore, name: &SkillName, enabled: bool) -> Result<(), StoreError> {
     store
         .put_state(SWITCHES, name.as_str(), &serde_json::json!({ "enabled": enabled }))
         .await
-}
-
-pub async fn active(store: &dyn ConversationStore, conversation: &ConversationId) -> Result<ActiveSkills, StoreError> {
-    match store.get_state(ACTIVE, conversation.as_str()).await? {
-        Some(value) => serde_json::from_value(value)
-            .map_err(|err| StoreError::Corrupt(format!("active skills of {conversation}: {err}"))),
-        None => Ok(ActiveSkills::default()),
-    }
-}
-
-pub async fn save_active(
-    store: &dyn ConversationStore,
-    conversation: &ConversationId,
-    active: &ActiveSkills,
-) -> Result<(), StoreError> {
-    let value = serde_json::to_value(active).map_err(|err| StoreError::Corrupt(err.to_string()))?;
-    store.put_state(ACTIVE, conversation.as_str(), &value).await
 }
 
 /// A side effect's record: `Started` is written before it runs, `Done` after.
@@ -88,10 +89,14 @@ pub struct StoredOutput {
     pub delivered_to_conversation: Option<String>,
 }
 
+/// What is stored of a result: its content cut to
+/// [`STORED_OUTPUT_BYTES`]; the text delivered to the conversation whole
+/// (`send_message` texts are bounded by their schema), so a retried turn
+/// still recognises it.
 impl From<&ToolOutput> for StoredOutput {
     fn from(output: &ToolOutput) -> Self {
         Self {
-            content: output.content.clone(),
+            content: cut_middle(&output.content, STORED_OUTPUT_BYTES).0,
             is_error: output.is_error,
             delivered_to_conversation: output.delivered_to_conversation.clone(),
         }
@@ -146,15 +151,9 @@ mod tests {
             .unwrap();
         assert_eq!(disabled(&store).await.unwrap(), BTreeSet::from([notes.clone()]));
 
-        let conversation = ConversationId::new("local:owner");
-        assert!(active(&store, &conversation).await.unwrap().is_empty());
-        let set = ActiveSkills::from_names(vec![notes.clone()]);
-        save_active(&store, &conversation, &set).await.unwrap();
-        assert_eq!(active(&store, &conversation).await.unwrap(), set);
-
-        let key = call_key(3, &notes, r#"{"a":1}"#);
-        assert!(key.starts_with("3:notes:"));
-        assert_ne!(key, call_key(3, &notes, r#"{"a":2}"#));
+        let key = call_key(&notes, r#"{"a":1}"#, 3);
+        assert!(key.starts_with("notes:") && key.ends_with(":3"), "{key}");
+        assert_ne!(key, call_key(&notes, r#"{"a":2}"#, 3));
         let record = CallRecord::Done(StoredOutput::from(&ToolOutput::ok("sent")));
         put_call_record(&store, TaskId(7), &key, &record).await.unwrap();
         assert_eq!(call_record(&store, TaskId(7), &key).await.unwrap(), Some(record));

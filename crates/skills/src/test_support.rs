@@ -41,7 +41,12 @@ pub struct MemoryStore {
     pub conversations: Mutex<BTreeMap<ConversationId, ConversationRef>>,
     /// When set, `put_state` fails: a database that went away.
     pub fail_writes: Mutex<bool>,
+    /// Called with scope and key before `put_state` stores: a test's way to
+    /// make something happen between two steps of the code under test.
+    pub before_put: Mutex<Option<PutHook>>,
 }
+
+pub type PutHook = Box<dyn Fn(&str, &str) + Send + Sync>;
 
 #[async_trait]
 impl ConversationStore for MemoryStore {
@@ -74,6 +79,9 @@ impl ConversationStore for MemoryStore {
     }
 
     async fn put_state(&self, scope: &str, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+        if let Some(hook) = &*self.before_put.lock().unwrap() {
+            hook(scope, key);
+        }
         if *self.fail_writes.lock().unwrap() {
             return Err(StoreError::Unavailable("test store refuses writes".into()));
         }

@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herald_skills::script::{ScriptRequest, run_skill_script};
-use herald_skills::{FixedEnvironment, ScanLimits, discover, format_validation, validate_paths};
+use herald_skills::{
+    FixedEnvironment, ScanLimits, ScriptContainment, ScriptRequest, discover, format_validation, run_skill_script,
+    validate_paths,
+};
 
 fn shipped() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../skills")
@@ -45,13 +47,15 @@ fn shipped_skills_load_and_declare_their_needs() {
 
 #[tokio::test]
 async fn the_csv_summary_script_summarises_stdin() {
-    let folder = shipped().join("csv-summary");
+    let folder = shipped().join("csv-summary").canonicalize().unwrap();
     let receipt = run_skill_script(ScriptRequest {
         folder: &folder,
         script: "summarise.sh",
         args: &[],
         stdin: Some("city,population,area\nOslo,709037,454\nBergen,291940,465\n\"Tromsø\",,2521\n"),
         timeout: Duration::from_secs(20),
+        script_user: None,
+        containment: ScriptContainment::Auto,
     })
     .await
     .unwrap();

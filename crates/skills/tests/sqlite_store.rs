@@ -79,6 +79,7 @@ impl Site {
             ..SkillsConfig::default()
         };
         let toolbox = SkillToolbox::builder(config, storage.conversations(), 20_000)
+            .admins(herald_core::Admins::new([ActorId::new("local:owner")]))
             .outbound(Outbound::new().with(Arc::clone(&self.recorder) as Arc<dyn ChannelOutbound>))
             .build()
             .await
@@ -97,11 +98,12 @@ fn conversation(id: &str) -> ConversationRef {
     }
 }
 
+/// A turn in `local:owner`: the configured admin's, or a guest's.
 fn scope(task: i64, admin: bool) -> TurnScope {
     TurnScope {
         task: TaskId(task),
         conversation: conversation("local:owner"),
-        actor: Some(ActorId::new("local:owner")),
+        actor: Some(ActorId::new(if admin { "local:owner" } else { "local:guest" })),
         is_admin: admin,
         reply_to: None,
         origin: herald_core::TurnOrigin::Person,
@@ -156,7 +158,7 @@ async fn a_message_is_not_sent_twice_when_a_task_is_retried_after_a_crash() {
     let site = Site::new();
     let hello = call("send_message", json!({"text": "hello once"}));
     let (storage, toolbox) = site.start().await;
-    let first = toolbox.invoke(&scope(42, false), &hello, 0).await;
+    let first = toolbox.invoke(&scope(42, false), &hello, 1).await;
     assert!(!first.is_error, "{first:?}");
     // The process dies before the task completes; the queue hands the task
     // out again and the model makes the same call.
@@ -164,7 +166,7 @@ async fn a_message_is_not_sent_twice_when_a_task_is_retried_after_a_crash() {
     storage.close().await;
 
     let (_storage, toolbox) = site.start().await;
-    let retried = toolbox.invoke(&scope(42, false), &hello, 0).await;
+    let retried = toolbox.invoke(&scope(42, false), &hello, 1).await;
     assert_eq!(retried, first);
     assert_eq!(site.recorder.texts(), vec!["hello once"]);
 }
@@ -195,10 +197,10 @@ async fn admins_reach_conversations_the_store_knows() {
         "send_message",
         json!({"text": "hello bob", "conversation": "local:bob"}),
     );
-    let output = toolbox.invoke(&scope(1, true), &to_bob, 0).await;
+    let output = toolbox.invoke(&scope(1, true), &to_bob, 1).await;
     assert!(!output.is_error, "{output:?}");
     assert_eq!(site.recorder.sent.lock().unwrap()[0].conversation, bob);
-    let refused = toolbox.invoke(&scope(2, false), &to_bob, 0).await;
+    let refused = toolbox.invoke(&scope(2, false), &to_bob, 1).await;
     assert!(refused.is_error);
     assert_eq!(site.recorder.texts().len(), 1);
 }
@@ -214,7 +216,7 @@ async fn a_confirmation_asked_before_a_restart_can_be_approved_after_it() {
         "run_skill_script",
         json!({"name": "notes", "script": "hello.sh", "args": ["world"]}),
     );
-    let waiting = toolbox.invoke(&scope(5, true), &run, 0).await;
+    let waiting = toolbox.invoke(&scope(5, true), &run, 1).await;
     assert!(waiting.content.contains("Not run yet"), "{waiting:?}");
     let question = site.recorder.texts().pop().unwrap();
     let code: String = question.split("/approve ").nth(1).unwrap().chars().take(6).collect();
@@ -231,5 +233,26 @@ async fn a_confirmation_asked_before_a_restart_can_be_approved_after_it() {
             .await
             .unwrap();
     assert_eq!(receipts.len(), 1);
-    assert_eq!(receipts[0].0, "5:0");
+    assert!(
+        receipts[0].0.starts_with("5:run_skill_script:") && receipts[0].0.ends_with(":1"),
+        "a receipt is named by its task and call, not a position: {}",
+        receipts[0].0
+    );
+}
+
+#[tokio::test]
+async fn messages_sent_in_one_order_are_not_sent_again_when_the_retry_sends_them_in_another() {
+    let site = Site::new();
+    let a = call("send_message", json!({"text": "first A"}));
+    let b = call("send_message", json!({"text": "then B"}));
+    let (storage, toolbox) = site.start().await;
+    let sent_a = toolbox.invoke(&scope(43, false), &a, 1).await;
+    let sent_b = toolbox.invoke(&scope(43, false), &b, 1).await;
+    drop(toolbox);
+    storage.close().await;
+
+    let (_storage, toolbox) = site.start().await;
+    assert_eq!(toolbox.invoke(&scope(43, false), &b, 1).await, sent_b);
+    assert_eq!(toolbox.invoke(&scope(43, false), &a, 1).await, sent_a);
+    assert_eq!(site.recorder.texts(), vec!["first A", "then B"]);
 }

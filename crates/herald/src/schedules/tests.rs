@@ -1,12 +1,15 @@
 use std::sync::Arc;
 
 use herald_core::{
-    ActorId, ChannelName, Clock, ConversationKind, InboundMessage, ManualClock, NewTask, NoTools, Outbound, Sender,
-    TaskId,
+    ActorId, ChannelName, Clock, ConversationId, ConversationKind, ConversationRef, InboundMessage, ManualClock,
+    NewTask, NoTools, Outbound, Sender, TaskId,
 };
-use herald_skills::caps::CapLimits;
-use herald_skills::{Services, SkillsConfig};
+use herald_core::{ToolOutput, Toolbox, TurnScope};
+use herald_schedule::Schedules;
+use herald_schedule::command::USAGE;
+use herald_skills::{CapLimits, CoreSkill, Services, SkillContext, SkillError, SkillsConfig, TurnView};
 use herald_store::{QueueConfig, Storage, StorageConfig};
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -88,8 +91,15 @@ async fn fixture() -> Fixture {
 }
 
 impl Fixture {
+    /// A `schedule_task` call.
     async fn call(&self, scope: &TurnScope, arguments: Value) -> Result<ToolOutput, SkillError> {
-        let skill = ScheduleTask::new(self.schedules.clone(), self.storage.conversations());
+        self.call_skill(SCHEDULE_TASK, scope, arguments).await
+    }
+
+    /// A call of one of the scheduling skills, as the registry would make it.
+    async fn call_skill(&self, name: &str, scope: &TurnScope, arguments: Value) -> Result<ToolOutput, SkillError> {
+        let skills = schedule_skills(self.schedules.clone(), self.storage.conversations());
+        let skill = skills.iter().find(|s| s.spec().name.as_str() == name).unwrap();
         let view = TurnView {
             is_admin: scope.is_admin,
             ..TurnView::default()
@@ -97,7 +107,8 @@ impl Fixture {
         let context = SkillContext {
             scope,
             is_admin: scope.is_admin,
-            ordinal: 1,
+            occurrence: 1,
+            call_key: "test:1",
             view: &view,
             services: &self.services,
         };
@@ -214,10 +225,10 @@ async fn schedule_commands_are_for_admins_and_answered_without_the_model() {
     let other = scope("test:ann", "test:ann", false);
     for (what, scope, text, expected) in [
         (
-            "a non-admin",
+            "a non-admin adding",
             &other,
-            "/schedule list",
-            Some("Only admins can use /schedule"),
+            "/schedule add every 1h Nag",
+            Some("Only admins can add schedules with /schedule"),
         ),
         ("an empty list", &admin, "/schedule", Some("No schedules.")),
         (
@@ -257,4 +268,109 @@ async fn schedule_commands_are_for_admins_and_answered_without_the_model() {
             (got, expected) => panic!("{what}: got {got:?}, expected {expected:?}"),
         }
     }
+}
+
+/// A non-admin's model asks for a schedule every second, then for more
+/// schedules than anyone needs: both are refused and nothing is stored.
+#[tokio::test]
+async fn a_non_admin_cannot_schedule_often_or_without_end() {
+    let f = fixture().await;
+    let ann = scope("test:ann", "test:ann", false);
+    for when in ["every 1s", "every 4m", "cron \"* * * * *\"", "cron \"0,2 9 * * *\""] {
+        let err = f
+            .call(&ann, json!({"when": when, "instruction": "Ping"}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("at most once every 5m"), "{when}: {err}");
+    }
+    assert!(f.stored().await.is_empty());
+    for n in 1..=10 {
+        f.call(&ann, json!({"when": "every 1h", "instruction": format!("Check #{n}")}))
+            .await
+            .unwrap_or_else(|err| panic!("schedule {n}: {err}"));
+    }
+    let err = f
+        .call(&ann, json!({"when": "every 1d", "instruction": "One more"}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("10 schedules"), "{err}");
+    assert_eq!(f.stored().await.len(), 10);
+    // Admins are not limited.
+    let owner = scope("test:owner", "test:owner", true);
+    f.call(&owner, json!({"when": "every 1s", "instruction": "Tick"}))
+        .await
+        .unwrap();
+}
+
+/// Ann and Bob each have schedules; Ann's model and Ann herself list and
+/// cancel only Ann's, in the conversation she is in. Bob's schedule cannot
+/// be cancelled by her, and she is not told it exists.
+#[tokio::test]
+async fn anyone_lists_and_cancels_their_own_schedules_and_no_one_elses() {
+    let f = fixture().await;
+    let ann = scope("test:ann", "test:ann", false);
+    let bob = scope("test:bob", "test:bob", false);
+    f.call(&ann, json!({"when": "every 1h", "instruction": "Ann's reminder"}))
+        .await
+        .unwrap();
+    f.call(&bob, json!({"when": "every 1h", "instruction": "Bob's reminder"}))
+        .await
+        .unwrap();
+    // Bob is in Ann's group too: his schedule there is his, not hers.
+    let bob_in_ann = scope("test:ann", "test:bob", false);
+    f.call(
+        &bob_in_ann,
+        json!({"when": "every 2h", "instruction": "Bob in Ann's group"}),
+    )
+    .await
+    .unwrap();
+
+    let listed = f.call_skill(LIST_SCHEDULES, &ann, json!({})).await.unwrap().content;
+    assert!(listed.contains("#1 ") && listed.contains("Ann's reminder"), "{listed}");
+    assert!(!listed.contains("Bob"), "{listed}");
+    for id in [2, 3, 99] {
+        let err = f
+            .call_skill(CANCEL_SCHEDULE, &ann, json!({"id": id}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            format!("no schedule {id} here"),
+            "the same answer as for none at all"
+        );
+    }
+    let commands = ScheduleCommands::new(Arc::new(NoTools), f.schedules.clone());
+    let reply = |scope: TurnScope, text: &'static str| {
+        let commands = &commands;
+        async move { commands.prepare(&scope, Some(text)).await.direct_reply.unwrap() }
+    };
+    assert_eq!(
+        reply(ann.clone(), "/schedule cancel 2").await,
+        "Not cancelled: no schedule 2 here"
+    );
+    let own = reply(ann.clone(), "/schedule list").await;
+    assert!(own.contains("Ann's reminder") && !own.contains("Bob"), "{own}");
+    assert!(
+        reply(ann.clone(), "/schedule cancel 1")
+            .await
+            .starts_with("Cancelled: #1")
+    );
+    assert_eq!(reply(ann.clone(), "/schedule").await, "No schedules.");
+    assert_eq!(
+        f.stored()
+            .await
+            .iter()
+            .map(|(_, actor, _)| actor.clone().unwrap())
+            .collect::<Vec<_>>(),
+        ["test:bob", "test:bob"],
+        "Bob's schedules are untouched"
+    );
+    // An admin sees and cancels anything.
+    let owner = scope("test:owner", "test:owner", true);
+    let all = f.call_skill(LIST_SCHEDULES, &owner, json!({})).await.unwrap().content;
+    assert!(all.contains("#2 ") && all.contains("#3 "), "{all}");
+    f.call_skill(CANCEL_SCHEDULE, &owner, json!({"id": 3})).await.unwrap();
 }

@@ -250,3 +250,28 @@ fn specs_are_stored_as_json_and_described_plainly() {
         assert!(serde_json::from_str::<ScheduleSpec>(bad).is_err(), "{bad}");
     }
 }
+
+/// Rows: spec words → the shortest time between two of its runs.
+#[test]
+fn the_shortest_gap_between_runs_is_found() {
+    let now = utc("2026-07-01T06:00:00Z");
+    let minutes = |m: u64| Some(Duration::from_secs(m * 60));
+    for (words, shortest) in [
+        ("at 2026-07-02T09:00:00Z", None),
+        ("every 1s", Some(Duration::from_secs(1))),
+        ("every 1d from 2026-07-02T09:00 Europe/Berlin", minutes(24 * 60)),
+        ("cron \"* * * * *\"", minutes(1)),
+        ("cron \"*/15 * * * *\"", minutes(15)),
+        ("cron \"0 9 * * 1-5\"", minutes(24 * 60)),
+        ("cron \"0,2 9 * * *\"", minutes(2)),
+        // The last run of one day and the first of the next.
+        ("cron \"58 23 * * *\"", minutes(24 * 60)),
+        ("cron \"0,58 0,23 * * *\"", minutes(2)),
+        // Only where the 31st meets the 1st, months from now.
+        ("cron \"59 23 31 * *\"", minutes(31 * 24 * 60)),
+        ("cron \"59 23 31 * *\" Europe/Berlin", minutes(31 * 24 * 60)),
+    ] {
+        let (spec, _) = ScheduleSpec::parse_words(words, now).unwrap();
+        assert_eq!(spec.shortest_gap(now, Duration::ZERO), shortest, "{words}");
+    }
+}

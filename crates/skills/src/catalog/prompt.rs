@@ -9,7 +9,7 @@
 
 /// The text of a catalog and what it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Catalog {
+pub struct RenderedCatalog {
     pub text: String,
     pub listed: usize,
     pub left_out: usize,
@@ -26,7 +26,7 @@ pub const MIN_DESCRIPTION_CHARS: usize = 40;
 ///
 /// Sizes are computed per line, never by rendering candidates: with
 /// thousands of skills every turn pays for this, so it stays O(n log n).
-pub fn render_catalog(entries: &[(&str, &str)], budget: usize) -> Catalog {
+pub fn render_catalog(entries: &[(&str, &str)], budget: usize) -> RenderedCatalog {
     let longest = entries.iter().map(|(_, d)| chars(d)).max().unwrap_or(0);
     let fits = |cap: usize| size(entries, cap) <= budget;
     if fits(usize::MAX) {
@@ -93,7 +93,7 @@ fn size(entries: &[(&str, &str)], cap: usize) -> usize {
 }
 
 /// The catalog of the first `listed` entries with descriptions cut to `cap` characters.
-fn render(entries: &[(&str, &str)], cap: usize, listed: usize) -> Catalog {
+fn render(entries: &[(&str, &str)], cap: usize, listed: usize) -> RenderedCatalog {
     let mut text = String::from(CATALOG_HEADER);
     let mut trimmed = 0;
     for (name, description) in &entries[..listed] {
@@ -111,7 +111,7 @@ fn render(entries: &[(&str, &str)], cap: usize, listed: usize) -> Catalog {
     }
     let left_out = entries.len() - listed;
     text.push_str(&trailer(left_out));
-    Catalog {
+    RenderedCatalog {
         text,
         listed,
         left_out,

@@ -2,8 +2,12 @@
 //! priority order, within bounds, and telling what changed on a rescan.
 //!
 //! Each configured directory is a skill folder itself (it holds `SKILL.md`)
-//! or a folder of skill folders, searched to `max_depth`. A symlink that
-//! leads outside its root is not followed. A name found twice keeps the
+//! or a folder of skill folders, searched to `max_depth`. A configured
+//! directory may itself be a link (the operator named it). Below it, a
+//! linked skill folder that stays inside the root is an alias, loaded once
+//! from where it leads; one that leads outside the root is not followed.
+//! Inside a skill folder the rules of [`super::paths`] apply: a `SKILL.md`
+//! that links out of its folder makes the skill unusable. A name found twice keeps the
 //! higher-priority skill and reports the other. Nothing here ever stops
 //! Herald from starting: problems become [`Diagnostic`]s.
 
@@ -12,9 +16,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::gating::Environment;
+use crate::catalog::gating::Environment;
+use crate::catalog::skill::{self, SKILL_FILE, Skill};
 use crate::name::SkillName;
-use crate::skill::{self, SKILL_FILE, Skill};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScanLimits {
@@ -24,8 +28,8 @@ pub struct ScanLimits {
     pub max_skills: usize,
 }
 
-impl From<&crate::SkillsConfig> for ScanLimits {
-    fn from(config: &crate::SkillsConfig) -> Self {
+impl From<&crate::config::SkillsConfig> for ScanLimits {
+    fn from(config: &crate::config::SkillsConfig) -> Self {
         Self {
             max_depth: config.max_depth,
             max_skills: config.max_skills,
@@ -291,7 +295,7 @@ impl Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gating::FixedEnvironment;
+    use crate::catalog::gating::FixedEnvironment;
     use crate::test_support::write_skill;
 
     const LIMITS: ScanLimits = ScanLimits {

@@ -10,9 +10,10 @@ use std::time::UNIX_EPOCH;
 
 use sha2::{Digest, Sha256};
 
-use crate::gating::{Availability, Environment, Requirements};
+use crate::catalog::gating::{Availability, Environment, Requirements};
+use crate::catalog::paths::{Place, has_one_name, resolve_inside, where_target_is};
+use crate::catalog::spec::{self, Mode, SkillDocument};
 use crate::name::SkillName;
-use crate::spec::{self, Mode, SkillDocument};
 
 pub const SKILL_FILE: &str = "SKILL.md";
 /// A `SKILL.md` larger than this is not read.
@@ -129,7 +130,7 @@ pub(crate) fn current_fingerprint(folder: &Path) -> String {
 }
 
 fn read_skill_file(folder: &Path) -> Result<String, String> {
-    let path = folder.join(SKILL_FILE);
+    let path = resolve_inside(folder, SKILL_FILE).map_err(|err| format!("cannot read {SKILL_FILE}: {err}"))?;
     let metadata = fs::metadata(&path).map_err(|err| format!("cannot read {SKILL_FILE}: {err}"))?;
     if metadata.len() > MAX_SKILL_FILE_BYTES {
         return Err(format!(
@@ -141,8 +142,10 @@ fn read_skill_file(folder: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| format!("{SKILL_FILE} is not UTF-8 text"))
 }
 
-/// Every regular file under `folder` (with `SKILL.md`), relative, sorted.
-/// Hidden entries are left out; symlinks count only when they stay inside.
+/// Every regular file under `folder` (with `SKILL.md`), relative, sorted:
+/// the files [`resolve_inside`] accepts. Hidden entries and files with other
+/// hard links are left out; symlinks count only when they stay inside and
+/// lead to no hidden file.
 pub(crate) fn list_files(folder: &Path) -> Vec<String> {
     let mut files = Vec::new();
     walk_files(folder, folder, "", 0, &mut files);
@@ -170,11 +173,16 @@ fn walk_files(folder: &Path, dir: &Path, prefix: &str, depth: usize, files: &mut
         let Ok(kind) = entry.file_type() else { continue };
         let (is_dir, is_file) = if kind.is_symlink() {
             match fs::canonicalize(&path) {
-                Ok(target) if target.starts_with(folder) => (target.is_dir(), target.is_file()),
+                Ok(target) if where_target_is(folder, &target) == Place::Inside => match fs::metadata(&target) {
+                    Ok(metadata) => (metadata.is_dir(), metadata.is_file() && has_one_name(&metadata)),
+                    Err(_) => continue,
+                },
                 _ => continue,
             }
+        } else if kind.is_file() {
+            (false, entry.metadata().is_ok_and(|metadata| has_one_name(&metadata)))
         } else {
-            (kind.is_dir(), kind.is_file())
+            (kind.is_dir(), false)
         };
         let relative = format!("{prefix}{name}");
         if is_file {
@@ -217,7 +225,7 @@ fn fingerprint(folder: &Path, files: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gating::FixedEnvironment;
+    use crate::catalog::gating::FixedEnvironment;
     use crate::test_support::write_skill;
 
     #[test]

@@ -3,19 +3,20 @@
 //! Everything from outside is untrusted: limits on files, bytes per file,
 //! total bytes and archive entries; paths that climb out (`..`), absolute
 //! paths, links and duplicate entries refuse the whole import. Files are
-//! written to a hidden staging folder first and moved into place only once
-//! the skill parses, so a refused import leaves nothing behind. Whether the
-//! new skill is enabled is not decided here: the caller records it disabled.
+//! written to a hidden staging folder first ([`stage_skill`]) and moved into
+//! place ([`Staged::commit`]) only once the skill parses, so a refused
+//! import leaves nothing behind. Whether the new skill is enabled is not
+//! decided here: the caller records it disabled between the two steps, so a
+//! skill is never in place without its switch.
 
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
+use crate::catalog::{Mode, SKILL_FILE, check_document};
 use crate::config::InstallLimits;
 use crate::error::SkillError;
 use crate::name::SkillName;
-use crate::skill::SKILL_FILE;
-use crate::spec::{self, Mode};
 
 /// A skill that was installed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,8 +28,62 @@ pub struct Installed {
     pub warnings: Vec<String>,
 }
 
+/// A skill written to a hidden staging folder in the install directory,
+/// not yet in place. Dropping it removes the staged files.
+#[derive(Debug)]
+pub(crate) struct Staged {
+    staging: tempfile::TempDir,
+    staged: PathBuf,
+    target: PathBuf,
+    installed: Installed,
+}
+
+impl Staged {
+    pub fn installed(&self) -> &Installed {
+        &self.installed
+    }
+
+    /// Moves the skill into place. The target folder is claimed first (a
+    /// new, empty folder, which fails if anything is there), then replaced
+    /// by the staged one; whatever fails leaves no folder of ours behind.
+    pub fn commit(self) -> Result<Installed, SkillError> {
+        let exists = || {
+            SkillError::refused(format!(
+                "{} exists already; remove it first to reinstall `{}`",
+                self.target.display(),
+                self.installed.name
+            ))
+        };
+        match std::fs::create_dir(&self.target) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists()),
+            Err(err) => return Err(SkillError::io("creating", &self.target, err)),
+        }
+        if let Err(err) = std::fs::rename(&self.staged, &self.target) {
+            // Only an empty folder is removed: anything put in it is not ours.
+            let _ = std::fs::remove_dir(&self.target);
+            return Err(SkillError::io("moving into place", &self.target, err));
+        }
+        drop(self.staging);
+        tracing::info!(
+            skill = %self.installed.name,
+            folder = %self.target.display(),
+            files = self.installed.files,
+            "skill installed"
+        );
+        Ok(self.installed)
+    }
+}
+
 /// Installs the skill at `source` (a skill folder or a `.zip`) into `install_dir`.
+#[cfg(test)]
 pub fn install_skill(source: &Path, install_dir: &Path, limits: &InstallLimits) -> Result<Installed, SkillError> {
+    stage_skill(source, install_dir, limits)?.commit()
+}
+
+/// Reads and checks the skill at `source` (a skill folder or a `.zip`) and
+/// writes it to a staging folder in `install_dir`.
+pub(crate) fn stage_skill(source: &Path, install_dir: &Path, limits: &InstallLimits) -> Result<Staged, SkillError> {
     let invalid = |reason: String| SkillError::Invalid {
         path: source.to_path_buf(),
         reason,
@@ -54,16 +109,16 @@ pub fn install_skill(source: &Path, install_dir: &Path, limits: &InstallLimits) 
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_owned();
-    let name = spec::check(&source_name, &text)
+    let name = check_document(&source_name, &text)
         .document
         .map(|d| d.name)
         .ok_or_else(|| {
-            let checked = spec::check(&source_name, &text);
+            let checked = check_document(&source_name, &text);
             let reasons: Vec<String> = checked.errors(Mode::Lenient).map(|f| f.message.clone()).collect();
             invalid(reasons.join("; "))
         })?;
     // Installed under its own name, so the folder rule holds by construction.
-    let warnings: Vec<String> = spec::check(name.as_str(), &text)
+    let warnings: Vec<String> = check_document(name.as_str(), &text)
         .warnings(Mode::Lenient)
         .map(|f| f.message.clone())
         .collect();
@@ -94,14 +149,17 @@ pub fn install_skill(source: &Path, install_dir: &Path, limits: &InstallLimits) 
             .map_err(|err| SkillError::io("writing", &path, err))?;
         bytes += file.bytes.len() as u64;
     }
-    std::fs::rename(&staged, &target).map_err(|err| SkillError::io("moving into place", &target, err))?;
-    tracing::info!(skill = %name, folder = %target.display(), files = files.len(), "skill installed");
-    Ok(Installed {
-        name,
-        folder: target,
-        files: files.len(),
-        bytes,
-        warnings,
+    Ok(Staged {
+        staging,
+        staged,
+        installed: Installed {
+            name,
+            folder: target.clone(),
+            files: files.len(),
+            bytes,
+            warnings,
+        },
+        target,
     })
 }
 

@@ -9,109 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use herald_core::{ConversationStore, Outbound, ToolOutput, TurnScope};
-use serde_json::Value;
-
-use crate::caps::CapLimits;
-use crate::config::SkillsConfig;
-use crate::discovery::{Diagnostic, DiagnosticKind, Discovery, ReloadReport, compare};
-use crate::error::SkillError;
+use crate::catalog::discovery::{Diagnostic, DiagnosticKind, Discovery, ReloadReport, compare};
+use crate::catalog::skill::Skill;
+use crate::catalog::{CoreSkill, TurnView};
 use crate::name::SkillName;
-use crate::skill::Skill;
-
-/// How a skill may be run. Enforced when it is called, not only when offered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Policy {
-    /// It changes the world: run once per task and arguments, and never
-    /// twice across a crash.
-    pub side_effect: bool,
-    /// Only admins see and run it.
-    pub elevated: bool,
-    /// It waits for an admin's `/approve` unless `autonomy: full`.
-    pub dangerous: bool,
-    /// It may run at the same time as other parallel-safe calls of one step.
-    pub parallel_safe: bool,
-    /// Looking things up: the loop guard allows it more repetitions.
-    pub research: bool,
-}
-
-/// What the model is told about a core skill.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SkillSpec {
-    pub name: SkillName,
-    pub description: String,
-    /// JSON schema of the arguments object.
-    pub parameters: Value,
-    pub policy: Policy,
-}
-
-/// What a turn may see: the Agent Skills this sender may use.
-#[derive(Clone, Debug, Default)]
-pub struct TurnView {
-    pub visible: Vec<Arc<Skill>>,
-    pub is_admin: bool,
-    pub eager: bool,
-}
-
-impl TurnView {
-    pub fn get(&self, name: &str) -> Option<&Arc<Skill>> {
-        self.visible.iter().find(|s| s.name.as_str() == name)
-    }
-
-    pub fn names(&self) -> Vec<Value> {
-        self.visible.iter().map(|s| Value::from(s.name.as_str())).collect()
-    }
-}
-
-/// What every skill can reach while it runs.
-pub struct Services {
-    pub config: SkillsConfig,
-    pub store: Arc<dyn ConversationStore>,
-    pub outbound: Outbound,
-    pub clock: Arc<dyn herald_core::Clock>,
-    pub caps: CapLimits,
-}
-
-impl std::fmt::Debug for Services {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Services")
-            .field("outbound", &self.outbound)
-            .field("caps", &self.caps)
-            .finish_non_exhaustive()
-    }
-}
-
-/// One call of a skill.
-pub struct SkillContext<'a> {
-    pub scope: &'a TurnScope,
-    /// Whether the turn is an admin's (from configuration only).
-    pub is_admin: bool,
-    /// The task's call counter, as the agent numbered this call.
-    pub ordinal: u32,
-    pub view: &'a TurnView,
-    pub services: &'a Services,
-}
-
-/// A skill written in Rust.
-#[async_trait]
-pub trait CoreSkill: Send + Sync {
-    fn spec(&self) -> &SkillSpec;
-
-    /// The argument schema offered this turn; it is also what the arguments
-    /// are checked against. `activate_skill` narrows its `name` to the
-    /// visible skills here.
-    fn parameters(&self, _view: &TurnView) -> Value {
-        self.spec().parameters.clone()
-    }
-
-    /// Whether the tool is offered this turn at all.
-    fn offered(&self, _view: &TurnView) -> bool {
-        true
-    }
-
-    async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError>;
-}
 
 /// Where a skill comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,9 +219,15 @@ fn shadowed_by_core(agent: &Skill) -> Diagnostic {
 
 #[cfg(test)]
 mod tests {
+    use async_trait::async_trait;
+    use herald_core::ToolOutput;
+    use serde_json::Value;
+
     use super::*;
-    use crate::discovery::{ScanLimits, discover};
-    use crate::gating::FixedEnvironment;
+    use crate::catalog::discovery::{ScanLimits, discover};
+    use crate::catalog::gating::FixedEnvironment;
+    use crate::catalog::{Policy, SkillContext, SkillSpec};
+    use crate::error::SkillError;
     use crate::test_support::write_skill;
 
     struct Named(SkillSpec);

@@ -1,56 +1,17 @@
 //! Reading a skill's bundled files for the model, a page at a time.
 //!
-//! The path the model gives is untrusted: it must be relative, without `..`,
-//! and after resolving symlinks it must still be inside the skill folder.
-//! Files over 256 KiB are refused rather than paged through.
+//! The path the model gives is untrusted: [`crate::catalog::resolve_inside`]
+//! decides whether it names a file the model may see. Files over 256 KiB are
+//! refused rather than paged through.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
+use crate::catalog::resolve_inside;
 use crate::error::SkillError;
 
 pub const MAX_READ_FILE_BYTES: u64 = 256 * 1024;
 pub const DEFAULT_PAGE_CHARS: usize = 20_000;
 pub const MAX_PAGE_CHARS: usize = 50_000;
-
-/// Refuses a path that is empty, absolute, or climbs with `..`.
-pub(crate) fn check_relative(relative: &str) -> Result<(), SkillError> {
-    let refused = |why: &str| SkillError::refused(format!("path `{relative}` refused: {why}"));
-    if relative.trim().is_empty() {
-        return Err(refused("it is empty"));
-    }
-    if relative.contains('\\') || relative.contains('\0') {
-        return Err(refused("use `/` separated relative paths"));
-    }
-    for component in Path::new(relative).components() {
-        match component {
-            Component::Normal(_) | Component::CurDir => {}
-            Component::ParentDir => return Err(refused("`..` is not allowed")),
-            Component::RootDir | Component::Prefix(_) => {
-                return Err(refused("it must be relative to the skill folder"));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Resolves `relative` inside `folder`, refusing anything that could leave it.
-pub fn resolve_inside(folder: &Path, relative: &str) -> Result<PathBuf, SkillError> {
-    check_relative(relative)?;
-    let path = Path::new(relative);
-    let folder = folder
-        .canonicalize()
-        .map_err(|err| SkillError::io("opening skill folder", folder, err))?;
-    let target = folder.join(path).canonicalize().map_err(|err| match err.kind() {
-        std::io::ErrorKind::NotFound => SkillError::MissingFile(relative.to_owned()),
-        _ => SkillError::io("opening", folder.join(path), err),
-    })?;
-    if !target.starts_with(&folder) {
-        return Err(SkillError::refused(format!(
-            "path `{relative}` refused: it leads outside the skill folder"
-        )));
-    }
-    Ok(target)
-}
 
 /// One page of a text file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,11 +83,13 @@ pub fn read_skill_file(
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     fn folder() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        let folder = dir.path().join("skill");
+        let folder = dir.path().canonicalize().unwrap().join("skill");
         std::fs::create_dir_all(folder.join("references")).unwrap();
         std::fs::write(folder.join("references/guide.md"), "0123456789").unwrap();
         std::fs::write(dir.path().join("secret.txt"), "secret").unwrap();

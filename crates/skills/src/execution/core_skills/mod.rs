@@ -7,17 +7,16 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use herald_core::{ConversationId, OutboundMessage, ToolOutput};
+use herald_core::{OutboundMessage, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::caps::Activation;
-use crate::catalog::skill_block;
+use crate::activation::{Activation, activate_in_conversation};
+use crate::catalog::{CoreSkill, Policy, SkillContext, SkillSpec, TurnView, quoted, target_conversation};
+use crate::catalog::{Skill, skill_block};
 use crate::error::SkillError;
-use crate::files::{MAX_PAGE_CHARS, read_skill_file};
+use crate::execution::files::{MAX_PAGE_CHARS, read_skill_file};
+use crate::execution::script::{ScriptRequest, run_skill_script};
 use crate::name::SkillName;
-use crate::registry::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView};
-use crate::script::{ScriptRequest, run_skill_script};
-use crate::skill::Skill;
 use crate::state;
 
 pub const ACTIVATE_SKILL: &str = "activate_skill";
@@ -134,22 +133,6 @@ fn visible<'v>(view: &'v TurnView, arguments: &Value) -> Result<&'v Arc<Skill>, 
     view.get(name).ok_or_else(|| SkillError::NotFound(name.to_owned()))
 }
 
-/// Activates `name` in the context's conversation within the caps, and saves.
-pub(crate) async fn activate_in_conversation(
-    services: &Services,
-    conversation: &ConversationId,
-    view: &TurnView,
-    name: &SkillName,
-) -> Result<Activation, SkillError> {
-    let mut active = state::active(services.store.as_ref(), conversation).await?;
-    let size = |n: &SkillName| view.get(n.as_str()).map_or(0, |s| s.document.body_chars());
-    let outcome = active.activate(name, size, &services.caps);
-    if !matches!(outcome, Activation::Refused(_)) {
-        state::save_active(services.store.as_ref(), conversation, &active).await?;
-    }
-    Ok(outcome)
-}
-
 struct ActivateSkill(SkillSpec);
 
 #[async_trait]
@@ -250,29 +233,15 @@ impl CoreSkill for SendMessage {
     async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
         let text = arguments["text"].as_str().unwrap_or_default().to_owned();
         let current = &context.scope.conversation;
-        let target = match arguments.get("conversation").and_then(Value::as_str) {
-            None => current.clone(),
-            Some(id) if id == current.id.as_str() => current.clone(),
-            Some(id) => {
-                if !context.is_admin {
-                    tracing::warn!(
-                        actor = ?context.scope.actor.as_ref().map(|a| a.as_str()),
-                        conversation = %current.id,
-                        "send_message to another conversation refused for a non-admin"
-                    );
-                    return Err(SkillError::refused(
-                        "only admins may send to another conversation; the message was not sent",
-                    ));
-                }
-                let id = ConversationId::new(id);
-                context
-                    .services
-                    .store
-                    .conversation(&id)
-                    .await?
-                    .ok_or_else(|| SkillError::refused(format!("no known conversation `{id}`; nothing was sent")))?
-            }
-        };
+        let target = target_conversation(
+            context.scope,
+            context.is_admin,
+            arguments.get("conversation").and_then(Value::as_str),
+            context.services.store.as_ref(),
+            "send to",
+            "nothing was sent",
+        )
+        .await?;
         let sent = context
             .services
             .outbound
@@ -282,7 +251,7 @@ impl CoreSkill for SendMessage {
                     conversation: target.clone(),
                     text: text.clone(),
                     reply_to: None,
-                    idempotency_key: Some(format!("task:{}:call:{}", context.scope.task, context.ordinal)),
+                    idempotency_key: Some(format!("task:{}:{}", context.scope.task, context.call_key)),
                 },
             )
             .await?;
@@ -326,6 +295,38 @@ impl CoreSkill for RunSkillScript {
         view.visible.iter().any(|s| s.scripts().next().is_some())
     }
 
+    /// The skill and the script first, then every argument and the input,
+    /// and the skill's revision, so a changed skill voids an approval.
+    fn describe_call(&self, view: &TurnView, arguments: &Value) -> String {
+        let name = arguments["name"].as_str().unwrap_or_default();
+        let script = script_path(arguments["script"].as_str().unwrap_or_default());
+        let mut text = format!(
+            "Confirm: Herald wants to run script {} of skill {}.",
+            code_or_quoted(&script),
+            code_or_quoted(name)
+        );
+        match arguments["args"].as_array().filter(|args| !args.is_empty()) {
+            Some(args) => {
+                text.push_str("\nArguments:");
+                for (index, arg) in args.iter().enumerate() {
+                    text.push_str(&format!(
+                        "\n{}. {}",
+                        index + 1,
+                        quoted(arg.as_str().unwrap_or_default())
+                    ));
+                }
+            }
+            None => text.push_str("\nArguments: none"),
+        }
+        if let Some(stdin) = arguments["stdin"].as_str() {
+            text.push_str(&format!("\nInput: {}", quoted(stdin)));
+        }
+        if let Some(skill) = view.get(name) {
+            text.push_str(&format!("\nSkill revision: {}", skill.revision));
+        }
+        text
+    }
+
     async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
         let skill = visible(context.view, &arguments)?;
         let script = arguments["script"].as_str().unwrap_or_default();
@@ -339,6 +340,8 @@ impl CoreSkill for RunSkillScript {
             args: &args,
             stdin: arguments["stdin"].as_str(),
             timeout: context.services.config.effective_script_timeout(),
+            script_user: context.services.config.script_user.as_deref(),
+            containment: context.services.config.script_containment,
         })
         .await?;
         tracing::info!(
@@ -348,10 +351,10 @@ impl CoreSkill for RunSkillScript {
             task = %context.scope.task,
             "skill script ran"
         );
-        let mut stored = serde_json::to_value(&receipt).unwrap_or_default();
+        let mut stored = receipt.stored();
         stored["skill"] = Value::from(skill.name.as_str());
         stored["at"] = Value::from(context.services.clock.now().to_rfc3339());
-        let key = format!("{}:{}", context.scope.task, context.ordinal);
+        let key = format!("{}:{}", context.scope.task, context.call_key);
         if let Err(err) = context
             .services
             .store
@@ -360,11 +363,30 @@ impl CoreSkill for RunSkillScript {
         {
             tracing::warn!(error = %err, skill = %skill.name, "script receipt not stored");
         }
-        let text = format!("{}\n{}", receipt.status(), receipt.output);
+        let text = receipt.for_model();
         Ok(if receipt.succeeded() {
             ToolOutput::ok(text)
         } else {
             ToolOutput::error(text)
         })
+    }
+}
+
+/// `scripts/NAME` for a script named with or without that prefix.
+fn script_path(script: &str) -> String {
+    let script = script.trim_start_matches("./");
+    format!("scripts/{}", script.strip_prefix("scripts/").unwrap_or(script))
+}
+
+/// A plain name in backticks; anything else quoted with its escapes.
+fn code_or_quoted(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+    {
+        format!("`{text}`")
+    } else {
+        quoted(text)
     }
 }

@@ -7,31 +7,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{OnCap, SkillsConfig};
+use crate::config::{CapLimits, OnCap};
 use crate::name::SkillName;
 
 /// The skills active in one conversation, least recently used first.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActiveSkills {
     skills: Vec<SkillName>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CapLimits {
-    pub max_active: usize,
-    /// Characters all active bodies may take together.
-    pub max_chars: usize,
-    pub on_cap: OnCap,
-}
-
-impl CapLimits {
-    pub fn new(config: &SkillsConfig, context_chars: usize) -> Self {
-        Self {
-            max_active: config.max_active.max(1),
-            max_chars: (context_chars as f64 * config.max_active_fraction.clamp(0.0, 1.0)) as usize,
-            on_cap: config.on_cap,
-        }
-    }
 }
 
 /// What an activation did.
@@ -85,6 +67,7 @@ impl CapRefusal {
 }
 
 impl ActiveSkills {
+    #[cfg(test)]
     pub fn from_names(skills: Vec<SkillName>) -> Self {
         Self { skills }
     }
@@ -98,6 +81,7 @@ impl ActiveSkills {
         self.skills.contains(name)
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.skills.is_empty()
     }
@@ -162,12 +146,6 @@ impl ActiveSkills {
         }
     }
 
-    pub fn deactivate(&mut self, name: &SkillName) -> bool {
-        let before = self.skills.len();
-        self.skills.retain(|n| n != name);
-        self.skills.len() != before
-    }
-
     /// Drops skills that no longer exist or may not be used; `true` if any went.
     pub fn retain(&mut self, keep: impl Fn(&SkillName) -> bool) -> bool {
         let before = self.skills.len();
@@ -179,6 +157,7 @@ impl ActiveSkills {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SkillsConfig;
 
     fn name(n: &str) -> SkillName {
         SkillName::new(n).unwrap()
