@@ -134,6 +134,12 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
     })
 }
 
+/// Why scripts could not run with this `skills.script_user`, if they could
+/// not: for a warning at start rather than a surprise at the first script.
+pub(crate) fn script_user_problem(script_user: Option<&str>) -> Option<SkillError> {
+    user::RunAs::resolve(script_user).err()
+}
+
 /// Decides how this run holds the script's processes. Blocking (a cgroup
 /// is created).
 fn choose(containment: ScriptContainment) -> Result<Hold, SkillError> {
