@@ -22,6 +22,7 @@ use crate::catalog::{Catalog, Diagnostic, Environment, ProcessEnvironment, Reloa
 use crate::catalog::{CoreSkill, Policy, Services};
 use crate::config::{CapLimits, SkillsConfig};
 use crate::error::SkillError;
+use crate::execution::script::script_user_problem;
 use crate::execution::{Executor, core_skills};
 use crate::name::SkillName;
 
@@ -107,6 +108,12 @@ impl SkillToolboxBuilder {
             catalog,
         };
         let report = toolbox.reload().await?;
+        let script_user = toolbox.services.config.script_user.clone();
+        if let Ok(Some(problem)) =
+            tokio::task::spawn_blocking(move || script_user_problem(script_user.as_deref())).await
+        {
+            tracing::warn!(problem = %problem, "skill scripts will not run");
+        }
         tracing::info!(
             skills = report.added.len(),
             problems = toolbox.catalog.read().diagnostics().len(),

@@ -27,6 +27,25 @@ const REMEMBERED_TASKS: usize = 256;
 /// One call of a task, whatever its occurrence: skill and canonical arguments.
 type Call = (SkillName, String);
 
+/// One call by its full name: task, skill, canonical arguments, occurrence.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallName<'a> {
+    pub task: TaskId,
+    pub skill: &'a SkillName,
+    pub canonical: &'a str,
+    pub occurrence: u32,
+}
+
+impl CallName<'_> {
+    fn key(&self, occurrence: u32) -> String {
+        state::call_key(self.skill, self.canonical, occurrence)
+    }
+
+    fn call(&self) -> Call {
+        (self.skill.clone(), self.canonical.to_owned())
+    }
+}
+
 /// What this process knows of one task's side-effect calls.
 #[derive(Debug, Default)]
 struct TaskMemory {
@@ -49,19 +68,22 @@ impl SideEffects {
     pub async fn run_once(
         &self,
         store: &dyn ConversationStore,
-        task: TaskId,
-        skill: &SkillName,
-        canonical: &str,
-        occurrence: u32,
+        name: CallName<'_>,
         effect: impl Future<Output = ToolOutput>,
     ) -> ToolOutput {
-        let call = (skill.clone(), canonical.to_owned());
+        let CallName {
+            task,
+            skill,
+            occurrence,
+            ..
+        } = name;
+        let call = name.call();
         let lock = self.lock_for(task, &call);
         let _running = lock.lock().await;
-        let key = state::call_key(skill, canonical, occurrence);
+        let key = name.key(occurrence);
         let earlier = match self.first_result(task, &call) {
             Some(first) => Some(first),
-            None => match self.recorded(store, task, skill, canonical, occurrence).await {
+            None => match self.recorded(store, name).await {
                 Ok(recorded) => recorded,
                 Err(output) => return output,
             },
@@ -97,18 +119,15 @@ impl SideEffects {
     async fn recorded(
         &self,
         store: &dyn ConversationStore,
-        task: TaskId,
-        skill: &SkillName,
-        canonical: &str,
-        occurrence: u32,
+        name: CallName<'_>,
     ) -> Result<Option<ToolOutput>, ToolOutput> {
-        let mut occurrences = vec![occurrence];
-        if occurrence != 1 {
+        let CallName { task, skill, .. } = name;
+        let mut occurrences = vec![name.occurrence];
+        if name.occurrence != 1 {
             occurrences.push(1);
         }
         for occurrence in occurrences {
-            let key = state::call_key(skill, canonical, occurrence);
-            match state::call_record(store, task, &key).await {
+            match state::call_record(store, task, &name.key(occurrence)).await {
                 Ok(Some(CallRecord::Done(stored))) => return Ok(Some(ToolOutput::from(stored))),
                 Ok(Some(CallRecord::Started)) => {
                     tracing::warn!(skill = %skill, task = %task, "side effect interrupted before; not repeated");

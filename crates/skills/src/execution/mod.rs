@@ -29,7 +29,7 @@ pub(crate) use core_skills::core_skills;
 use crate::catalog::Catalog;
 use crate::catalog::{CoreSkill, Services, SkillContext, TurnView};
 use crate::config::Autonomy;
-use dedup::SideEffects;
+use dedup::{CallName, SideEffects};
 
 /// Counts a tool call that policy or validation stopped before it ran.
 fn refused(reason: &'static str) {
@@ -140,16 +140,13 @@ impl Executor {
         if !spec.policy.side_effect {
             return effect.await;
         }
-        self.effects
-            .run_once(
-                self.services.store.as_ref(),
-                scope.task,
-                &spec.name,
-                canonical,
-                occurrence,
-                effect,
-            )
-            .await
+        let name = CallName {
+            task: scope.task,
+            skill: &spec.name,
+            canonical,
+            occurrence,
+        };
+        self.effects.run_once(self.services.store.as_ref(), name, effect).await
     }
 
     /// `/approve CODE` from an admin: runs the waiting call, after checking

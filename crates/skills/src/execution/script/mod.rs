@@ -134,6 +134,12 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
     })
 }
 
+/// Why scripts could not run with this `skills.script_user`, if they could
+/// not: for a warning at start rather than a surprise at the first script.
+pub(crate) fn script_user_problem(script_user: Option<&str>) -> Option<SkillError> {
+    user::RunAs::resolve(script_user).err()
+}
+
 /// Decides how this run holds the script's processes. Blocking (a cgroup
 /// is created).
 fn choose(containment: ScriptContainment) -> Result<Hold, SkillError> {
@@ -226,9 +232,19 @@ async fn run_in_cgroup(
             cgroup::join(&procs)
         });
     }
-    let mut child = command
-        .spawn()
-        .map_err(|err| SkillError::io("starting", &prepared.program, err))?;
+    let mut child = command.spawn().map_err(|err| {
+        if err.kind() == std::io::ErrorKind::NotFound {
+            return SkillError::io("starting", &prepared.program, err);
+        }
+        // Otherwise the join is the likeliest failure: a cgroup Herald may
+        // create but not move processes into (controllers enabled above it,
+        // or a kernel before 5.16 checking the script's own user).
+        SkillError::refused(format!(
+            "`{}` could not be started in its cgroup ({err}); the script was not run. If this host's cgroups do \
+             not let Herald move processes, set skills.script_containment: subreaper",
+            prepared.script
+        ))
+    })?;
     // The command holds copies of the output pipe; the reader sees the end
     // only once every copy is closed.
     drop(command);

@@ -75,8 +75,7 @@ async fn reload_and_the_timed_rescan_pick_up_changes() {
 async fn an_installed_skill_starts_disabled() {
     let fixture = Fixture::new();
     let toolbox = fixture.toolbox().await;
-    let source_dir = tempfile::tempdir().unwrap();
-    let source = write_skill(source_dir.path(), "jokes", "Tells jokes.", "JOKES BODY");
+    let (_source_dir, source) = jokes_source();
     let installed = toolbox.install(&source).await.unwrap();
     assert_eq!(installed.folder, fixture.skills_dir.join("jokes"));
     let entry = toolbox
@@ -96,8 +95,7 @@ async fn an_installed_skill_starts_disabled() {
 async fn an_install_whose_switch_cannot_be_written_leaves_nothing_behind() {
     let fixture = Fixture::new();
     let toolbox = fixture.toolbox().await;
-    let source_dir = tempfile::tempdir().unwrap();
-    let source = write_skill(source_dir.path(), "jokes", "Tells jokes.", "JOKES BODY");
+    let (_source_dir, source) = jokes_source();
     *fixture.store.fail_writes.lock().unwrap() = true;
     let err = toolbox.install(&source).await.unwrap_err();
     assert!(err.to_string().contains("refuses writes"), "{err}");
@@ -118,8 +116,7 @@ async fn an_install_whose_switch_cannot_be_written_leaves_nothing_behind() {
 async fn an_install_that_cannot_move_into_place_rolls_back_its_switch() {
     let fixture = Fixture::new();
     let toolbox = fixture.toolbox().await;
-    let source_dir = tempfile::tempdir().unwrap();
-    let source = write_skill(source_dir.path(), "jokes", "Tells jokes.", "JOKES BODY");
+    let (_source_dir, source) = jokes_source();
     let target = fixture.skills_dir.join("jokes");
     let racing = target.clone();
     *fixture.store.before_put.lock().unwrap() = Some(Box::new(move |scope, key| {

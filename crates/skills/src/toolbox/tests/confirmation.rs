@@ -71,10 +71,7 @@ async fn a_dangerous_skill_waits_for_an_admins_approval() {
     let fixture = Fixture::new().with_example_skills();
     let toolbox = fixture.toolbox().await;
     let marker = fixture.marker("marker");
-    let script = call(
-        "run_skill_script",
-        json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
-    );
+    let script = touch(&marker);
     let waiting = toolbox.invoke(&scope(1, true), &script, 1).await;
     assert!(!waiting.is_error);
     assert!(waiting.content.contains("Not run yet"), "{}", waiting.content);
@@ -156,23 +153,9 @@ async fn a_denied_or_expired_request_never_runs() {
 #[tokio::test]
 async fn full_autonomy_runs_dangerous_skills_without_asking() {
     let fixture = Fixture::new().with_example_skills();
-    let toolbox = fixture
-        .toolbox_with(SkillsConfig {
-            autonomy: Autonomy::Full,
-            ..fixture.config()
-        })
-        .await;
+    let toolbox = fixture.autonomous_toolbox().await;
     let marker = fixture.marker("marker");
-    let output = toolbox
-        .invoke(
-            &scope(1, true),
-            &call(
-                "run_skill_script",
-                json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
-            ),
-            0,
-        )
-        .await;
+    let output = toolbox.invoke(&scope(1, true), &touch(&marker), 1).await;
     assert!(!output.is_error && output.content.starts_with("exit 0"), "{output:?}");
     assert!(marker.exists());
     assert!(fixture.channel.texts().is_empty());
@@ -182,11 +165,7 @@ async fn full_autonomy_runs_dangerous_skills_without_asking() {
 /// and the marker it would create.
 async fn waiting_touch(fixture: &Fixture, toolbox: &SkillToolbox) -> (String, std::path::PathBuf) {
     let marker = fixture.marker("marker");
-    let script = call(
-        "run_skill_script",
-        json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
-    );
-    let waiting = toolbox.invoke(&scope(1, true), &script, 1).await;
+    let waiting = toolbox.invoke(&scope(1, true), &touch(&marker), 1).await;
     assert!(waiting.content.contains("Not run yet"), "{waiting:?}");
     (code_in(&fixture.channel.texts().pop().unwrap()), marker)
 }

@@ -87,12 +87,7 @@ async fn activation_lists_no_hidden_linked_out_or_hard_linked_file() {
 async fn run_skill_script_runs_only_visible_scripts_inside_and_copies_nothing_hidden() {
     let fixture = Fixture::new();
     hostile(&fixture);
-    let toolbox = fixture
-        .toolbox_with(SkillsConfig {
-            autonomy: Autonomy::Full,
-            ..fixture.config()
-        })
-        .await;
+    let toolbox = fixture.autonomous_toolbox().await;
     for (script, fragment) in [
         (".hidden.sh", "hidden"),
         ("scripts/.hidden.sh", "hidden"),

@@ -92,6 +92,15 @@ impl Fixture {
         self.toolbox_with(self.config()).await
     }
 
+    /// A toolbox with `autonomy: full`: dangerous skills run without asking.
+    async fn autonomous_toolbox(&self) -> SkillToolbox {
+        self.toolbox_with(SkillsConfig {
+            autonomy: Autonomy::Full,
+            ..self.config()
+        })
+        .await
+    }
+
     async fn toolbox_with(&self, config: SkillsConfig) -> SkillToolbox {
         self.toolbox_with_admins(config, &[ADMIN]).await
     }
@@ -171,6 +180,21 @@ fn call(name: &str, arguments: Value) -> ToolCall {
         name: name.into(),
         arguments: arguments.to_string(),
     }
+}
+
+/// `ops`'s `touch.sh`, which leaves `marker`.
+fn touch(marker: &std::path::Path) -> ToolCall {
+    call(
+        "run_skill_script",
+        json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
+    )
+}
+
+/// A skill folder to install, `jokes`, outside the skills folder.
+fn jokes_source() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let source = write_skill(dir.path(), "jokes", "Tells jokes.", "JOKES BODY");
+    (dir, source)
 }
 
 fn tool_names(preparation: &TurnPreparation) -> Vec<&str> {

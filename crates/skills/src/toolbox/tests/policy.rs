@@ -13,10 +13,7 @@ async fn a_non_admin_calling_an_elevated_skill_is_refused_and_nothing_happens() 
     assert_eq!(fixture.effects.load(Ordering::SeqCst), 0);
 
     let marker = fixture.marker("marker");
-    let script = call(
-        "run_skill_script",
-        json!({"name": "ops", "script": "touch.sh", "args": [marker.display().to_string()]}),
-    );
+    let script = touch(&marker);
     let output = toolbox.invoke(&scope(1, false), &script, 1).await;
     assert!(output.is_error && output.content.contains("for admins only"));
     assert!(!marker.exists());
@@ -230,25 +227,13 @@ async fn parallel_safety_and_research_come_from_the_policy() {
 #[tokio::test]
 async fn each_script_call_of_a_task_keeps_its_own_receipt() {
     let fixture = Fixture::new().with_example_skills();
-    let toolbox = fixture
-        .toolbox_with(SkillsConfig {
-            autonomy: Autonomy::Full,
-            ..fixture.config()
-        })
-        .await;
+    let toolbox = fixture.autonomous_toolbox().await;
     for marker in ["first", "second"] {
-        let path = fixture.marker(marker);
         let output = toolbox
-            .invoke(
-                &scope(4, true),
-                &call(
-                    "run_skill_script",
-                    json!({"name": "ops", "script": "touch.sh", "args": [path.display().to_string()]}),
-                ),
-                1,
-            )
+            .invoke(&scope(4, true), &touch(&fixture.marker(marker)), 1)
             .await;
         assert!(!output.is_error, "{output:?}");
+        assert!(fixture.marker(marker).exists());
     }
     let receipts = fixture.store.list_state("skill_receipts:local:alice").await.unwrap();
     assert_eq!(receipts.len(), 2, "{receipts:?}");
@@ -264,12 +249,7 @@ async fn a_loud_script_costs_kilobytes_in_the_store_and_the_prompt() {
         "echo START; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END-OF-OUTPUT",
     )
     .unwrap();
-    let toolbox = fixture
-        .toolbox_with(SkillsConfig {
-            autonomy: Autonomy::Full,
-            ..fixture.config()
-        })
-        .await;
+    let toolbox = fixture.autonomous_toolbox().await;
     let output = toolbox
         .invoke(
             &scope(6, true),
