@@ -351,14 +351,18 @@ async fn a_huge_tool_result_is_cut_to_its_share_of_the_prompt_budget() {
         ..TurnLimits::default()
     })
     .await;
-    h.model.push(Reply::tool_call("get_weather", json!({"city": "Everywhere"})));
+    h.model
+        .push(Reply::tool_call("get_weather", json!({"city": "Everywhere"})));
     h.model.push(Reply::text("Rain, everywhere."));
     h.exchange("weather everywhere?", "m1").await;
     assert_eq!(h.sent(), ["Rain, everywhere."]);
 
     let requests = h.model.requests();
     let result = &tool_results(&requests[1])[0].1;
-    assert!(result.starts_with("BEGIN ") && result.ends_with(" END"), "start and end are kept");
+    assert!(
+        result.starts_with("BEGIN ") && result.ends_with(" END"),
+        "start and end are kept"
+    );
     assert!(result.contains("characters cut to fit"), "the cut is said");
     // 3 MB of output; the whole request stays within a 4,096-token window.
     let sent = requests[1].to_string().len();
