@@ -46,7 +46,8 @@ fuzz_target!(|data: &[u8]| {
         Ok(config) => {
             assert!(config.agent.workers >= 1);
             assert!(config.llm.max_tool_iterations >= 1);
-            assert!(config.llm.context_chars >= 1000);
+            assert!(config.llm.context_chars.is_none_or(|chars| chars >= 1000));
+            assert!(config.llm.context_tokens.is_none_or(|tokens| tokens >= 512));
             assert!(config.schedules.tick >= std::time::Duration::from_millis(100));
             assert!(config.admins.iter().all(|admin| admin.as_str().contains(':')));
         }

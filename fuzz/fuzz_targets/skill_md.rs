@@ -12,8 +12,7 @@
 #![no_main]
 
 use herald_skills::SkillName;
-use herald_skills::name::agent_skill_name_problems;
-use herald_skills::spec::{self, Level, MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, Mode};
+use herald_skills::spec::{self, Level, MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, Mode, agent_skill_name_problems};
 use libfuzzer_sys::fuzz_target;
 
 /// A folder name the agentskills.io rules accept, one they accept with a

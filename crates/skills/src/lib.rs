@@ -49,4 +49,13 @@ pub use config::{Autonomy, CapLimits, InstallLimits, OnCap, ScriptContainment, S
 pub use error::SkillError;
 pub use execution::script::{SUPERVISOR_ARG, ScriptReceipt, ScriptRequest, run_skill_script, script_supervisor_entry};
 pub use name::SkillName;
+
+/// The `SKILL.md` checks on their own: what `herald skills validate` runs,
+/// open to the fuzz targets that feed them hostile files.
+pub mod spec {
+    pub use crate::catalog::spec::{
+        Checked, Finding, Level, MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, Mode, SkillDocument, check,
+    };
+    pub use crate::name::agent_skill_name_problems;
+}
 pub use toolbox::{SkillToolbox, SkillToolboxBuilder};

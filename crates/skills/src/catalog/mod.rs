@@ -13,7 +13,7 @@ mod paths;
 mod prompt;
 mod registry;
 mod skill;
-mod spec;
+pub(crate) mod spec;
 
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
