@@ -10,6 +10,7 @@
 //! behind shows it as growing latency, not as a slower generator.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -21,6 +22,7 @@ use herald_testkit::{FakePlatform, FakeUser, Stamped};
 use serde::Serialize;
 
 use crate::process::{Herald, cpu_seconds};
+use crate::statements::{self, PerMessage};
 use crate::stats::Summary;
 
 /// The chat platforms the gateway benchmark drives.
@@ -213,10 +215,14 @@ pub struct LoadResult {
     pub herald_cpu_ms_per_message: f64,
     /// This process's CPU time (the fakes, the model, the generator).
     pub bench_cpu_seconds: f64,
+    /// Round trips to the database per message, in all.
+    pub statements_per_message: f64,
+    /// The same, by statement, most first.
+    pub statements: Vec<PerMessage>,
 }
 
 /// Writes `count` messages (`{tag}-{k}`) round-robin over `users` at `rate`.
-async fn inject(platform: &dyn FakePlatform, users: &[FakeUser], tag: &str, count: usize, rate: f64) -> Duration {
+pub async fn inject(platform: &dyn FakePlatform, users: &[FakeUser], tag: &str, count: usize, rate: f64) -> Duration {
     let start = tokio::time::Instant::now();
     let interval = Duration::from_secs_f64(1.0 / rate);
     for k in 0..count {
@@ -235,14 +241,29 @@ fn token<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
 
 /// Latencies of the messages tagged `tag`: matched replies, missing, duplicates,
 /// the first event and the last reply.
-struct Matched {
-    latencies: Vec<Duration>,
-    duplicates: usize,
-    first_event: Option<Instant>,
-    last_reply: Option<Instant>,
+pub struct Matched {
+    pub latencies: Vec<Duration>,
+    pub duplicates: usize,
+    pub first_event: Option<Instant>,
+    pub last_reply: Option<Instant>,
 }
 
-fn match_replies(delivered: &[Stamped], sent: &[Stamped], tag: &str) -> Matched {
+impl Matched {
+    /// Replies per second from the first event to the last reply.
+    pub fn throughput(&self) -> f64 {
+        let span = match (self.first_event, self.last_reply) {
+            (Some(first), Some(last)) => last.saturating_duration_since(first).as_secs_f64(),
+            _ => 0.0,
+        };
+        if span > 0.0 {
+            self.latencies.len() as f64 / span
+        } else {
+            0.0
+        }
+    }
+}
+
+pub fn match_replies(delivered: &[Stamped], sent: &[Stamped], tag: &str) -> Matched {
     let events: HashMap<&str, Instant> = delivered
         .iter()
         .filter_map(|stamp| token(&stamp.text, tag).map(|t| (t, stamp.at)))
@@ -288,7 +309,8 @@ pub async fn warm_up(platform: &dyn FakePlatform, users: &[FakeUser], tag: &str,
     Ok(())
 }
 
-/// Runs one load against `platform` and measures it.
+/// Runs one load against `platform` and measures it; with `metrics` (the
+/// address of Herald's `/metrics`), also the round trips to the database.
 pub async fn run_load(
     channel: Channel,
     platform: &dyn FakePlatform,
@@ -296,10 +318,15 @@ pub async fn run_load(
     users: &[FakeUser],
     spec: &LoadSpec,
     label: &str,
+    metrics: Option<SocketAddr>,
 ) -> Result<LoadResult> {
     let tag = format!("{}-{label}", channel.short());
     let count = (spec.rate * spec.duration.as_secs_f64()).round().max(1.0) as usize;
     let base = platform.sent_stamps().len();
+    let counted_before = match metrics {
+        Some(address) => Some(statements::scrape(address).await?),
+        None => None,
+    };
     let herald_cpu = herald.cpu_seconds()?;
     let bench_cpu = cpu_seconds(None)?;
     let injected = inject(platform, &users[..spec.chats.min(users.len())], &tag, count, spec.rate).await;
@@ -308,12 +335,12 @@ pub async fn run_load(
     tokio::time::sleep(Duration::from_millis(200)).await;
     let herald_cpu = herald.cpu_seconds()? - herald_cpu;
     let bench_cpu = cpu_seconds(None)? - bench_cpu;
+    let statements = match (metrics, counted_before) {
+        (Some(address), Some(before)) => statements::per_message(&before, &statements::scrape(address).await?, count),
+        _ => Vec::new(),
+    };
     let matched = match_replies(&platform.delivered_stamps(), &platform.sent_stamps(), &tag);
     let replied = matched.latencies.len();
-    let span = match (matched.first_event, matched.last_reply) {
-        (Some(first), Some(last)) => last.saturating_duration_since(first).as_secs_f64(),
-        _ => 0.0,
-    };
     Ok(LoadResult {
         channel,
         label: label.to_owned(),
@@ -324,11 +351,13 @@ pub async fn run_load(
         missing: count - replied.min(count),
         duplicates: matched.duplicates,
         injected_rate: count as f64 / injected.as_secs_f64().max(1e-9),
-        throughput: if span > 0.0 { replied as f64 / span } else { 0.0 },
+        throughput: matched.throughput(),
         latency: Summary::of(&matched.latencies),
         herald_cpu_seconds: herald_cpu,
         herald_cpu_ms_per_message: herald_cpu * 1000.0 / count as f64,
         bench_cpu_seconds: bench_cpu,
+        statements_per_message: statements.iter().map(|s| s.per_message).sum(),
+        statements,
     })
 }
 

@@ -6,6 +6,10 @@
 //!   model answering at once; per channel a latency run at `--rate` and a
 //!   throughput run at `--throughput-rate`, rate limits off on both sides;
 //!   resident memory idle and after the loads.
+//! - **model**: a model that takes 0.5 s or 2 s per call and many
+//!   conversations at once: replies per second and how long users wait.
+//! - **recovery**: two processes on PostgreSQL, each killed with `SIGKILL`
+//!   once while users write: reply latency across the kills.
 //! - **queue**: herald-store's queue alone on SQLite and PostgreSQL.
 //! - **skills**: thousands of Agent Skills: discovery, rescan, the catalog,
 //!   a turn's preparation, and a `$name` activation end to end.
@@ -14,10 +18,13 @@
 //! See docs/benchmarks.md for how to run it and what each number means.
 
 mod gateway;
+mod model;
 mod process;
 mod queue;
+mod recovery;
 mod report;
 mod skills;
+mod statements;
 mod stats;
 
 use std::path::{Path, PathBuf};
@@ -29,13 +36,15 @@ use clap::Parser;
 use herald_testkit::ScriptedModel;
 
 use gateway::{Channel, LoadSpec, Platforms};
-use process::{Herald, write_config};
+use process::{Herald, free_address, write_config};
 use report::{Gateway, Machine, Report, Startup};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Part {
     Startup,
     Gateway,
+    Model,
+    Recovery,
     Queue,
     Skills,
 }
@@ -50,7 +59,11 @@ struct Args {
     #[arg(long)]
     herald: Option<PathBuf>,
     /// Parts to run.
-    #[arg(long, value_delimiter = ',', default_value = "startup,gateway,queue,skills")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "startup,gateway,model,recovery,queue,skills"
+    )]
     only: Vec<Part>,
     /// Channels the gateway runs load.
     #[arg(long, value_delimiter = ',', default_value = "telegram,discord,slack")]
@@ -76,6 +89,33 @@ struct Args {
     /// `agent.workers` for Herald [default: Herald's default].
     #[arg(long)]
     workers: Option<usize>,
+    /// More top-level YAML for every Herald started (keys not written otherwise).
+    #[arg(long, default_value = "")]
+    extra_yaml: String,
+    /// Seconds each model call takes in the model runs, one run per value.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,2")]
+    model_delays: Vec<f64>,
+    /// Messages per second of each model run (one per delay, the last repeated).
+    #[arg(long, value_delimiter = ',', default_value = "20,10")]
+    model_rates: Vec<f64>,
+    /// Direct chats of the model runs.
+    #[arg(long, default_value_t = 200)]
+    model_chats: usize,
+    /// Seconds of each model run.
+    #[arg(long, default_value_t = 20.0)]
+    model_duration: f64,
+    /// Messages per second of the recovery run.
+    #[arg(long, default_value_t = 10.0)]
+    recovery_rate: f64,
+    /// Direct chats of the recovery run.
+    #[arg(long, default_value_t = 100)]
+    recovery_chats: usize,
+    /// Seconds of the recovery run.
+    #[arg(long, default_value_t = 60.0)]
+    recovery_duration: f64,
+    /// Seconds each model call takes in the recovery run.
+    #[arg(long, default_value_t = 0.5)]
+    recovery_delay: f64,
     /// `log.level` for Herald (its default is `info`).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -167,6 +207,37 @@ async fn run(args: Args) -> Result<()> {
             report.startup = Some(startup(&args, &binary, platforms, &model).await?);
         }
     }
+    if args.only.contains(&Part::Model) {
+        let specs: Vec<model::ModelSpec> = args
+            .model_delays
+            .iter()
+            .enumerate()
+            .map(|(index, &delay)| model::ModelSpec {
+                delay: Duration::from_secs_f64(delay),
+                rate: args
+                    .model_rates
+                    .get(index)
+                    .or(args.model_rates.last())
+                    .copied()
+                    .unwrap_or(20.0),
+                chats: args.model_chats,
+                duration: Duration::from_secs_f64(args.model_duration),
+            })
+            .collect();
+        report.model = model::run(&binary, &herald_extra(&args), &specs).await?;
+    }
+    if args.only.contains(&Part::Recovery) {
+        let spec = recovery::RecoverySpec {
+            rate: args.recovery_rate,
+            chats: args.recovery_chats,
+            duration: Duration::from_secs_f64(args.recovery_duration),
+            model_delay: Duration::from_secs_f64(args.recovery_delay),
+        };
+        match recovery::run(&binary, &args.postgres_url, &herald_extra(&args), spec).await {
+            Ok(run) => report.recovery = Some(run),
+            Err(err) => report.skipped.push(format!("recovery: {err:#}")),
+        }
+    }
     if args.only.contains(&Part::Queue) {
         for &tasks in &args.queue_tasks {
             let spec = queue::QueueSpec {
@@ -214,17 +285,27 @@ fn herald_extra(args: &Args) -> String {
     if let Some(workers) = args.workers {
         extra.push_str(&format!("agent:\n  workers: {workers}\n"));
     }
+    extra.push_str(&args.extra_yaml);
+    if !extra.ends_with('\n') {
+        extra.push('\n');
+    }
     extra
 }
 
-/// A folder with a `herald.yaml` for every channel's fake and the model.
-fn herald_config(args: &Args, platforms: &Platforms, model: &ScriptedModel) -> Result<(tempfile::TempDir, PathBuf)> {
+/// A folder with a `herald.yaml` for every channel's fake and the model,
+/// with `more` top-level keys.
+fn herald_config(
+    args: &Args,
+    platforms: &Platforms,
+    model: &ScriptedModel,
+    more: &str,
+) -> Result<(tempfile::TempDir, PathBuf)> {
     let dir = tempfile::tempdir()?;
     let config = write_config(
         dir.path(),
         &model.base_url(),
         &platforms.channels_yaml(),
-        &herald_extra(args),
+        &format!("{}{more}", herald_extra(args)),
     )?;
     Ok((dir, config))
 }
@@ -248,7 +329,7 @@ async fn wait_disconnected(platforms: &Platforms) {
 }
 
 async fn startup(args: &Args, binary: &Path, platforms: &Platforms, model: &ScriptedModel) -> Result<Startup> {
-    let (_dir, config) = herald_config(args, platforms, model)?;
+    let (_dir, config) = herald_config(args, platforms, model, "")?;
     wait_disconnected(platforms).await;
     let mut times = Vec::new();
     for _ in 0..args.ready_runs.max(2) {
@@ -267,7 +348,13 @@ async fn startup(args: &Args, binary: &Path, platforms: &Platforms, model: &Scri
 }
 
 async fn gateway_runs(args: &Args, binary: &Path, platforms: &Platforms, model: &ScriptedModel) -> Result<Gateway> {
-    let (_dir, config) = herald_config(args, platforms, model)?;
+    let metrics = free_address()?;
+    let (_dir, config) = herald_config(
+        args,
+        platforms,
+        model,
+        &format!("observability:\n  listen: {metrics}\n"),
+    )?;
     progress("starting herald for the gateway runs");
     let herald = Herald::start(binary, &config, Duration::from_secs(60)).await?;
     platforms.wait_connected(&herald, Duration::from_secs(30)).await?;
@@ -309,15 +396,16 @@ async fn gateway_runs(args: &Args, binary: &Path, platforms: &Platforms, model: 
                 spec.duration,
                 spec.chats
             ));
-            let result = gateway::run_load(channel, platform, &herald, &users, spec, label).await?;
+            let result = gateway::run_load(channel, platform, &herald, &users, spec, label, Some(metrics)).await?;
             progress(format!(
-                "{}: {label}: {}/{} replies, {:.0} msg/s, p50 {:.1} ms, p99 {:.1} ms",
+                "{}: {label}: {}/{} replies, {:.0} msg/s, p50 {:.1} ms, p99 {:.1} ms, {:.1} statements/msg",
                 channel.name(),
                 result.replied,
                 result.messages,
                 result.throughput,
                 result.latency.p50_ms,
-                result.latency.p99_ms
+                result.latency.p99_ms,
+                result.statements_per_message
             ));
             runs.push(result);
         }
@@ -330,7 +418,7 @@ async fn gateway_runs(args: &Args, binary: &Path, platforms: &Platforms, model: 
     Ok(Gateway {
         channels: channel_names(platforms),
         email_connected,
-        workers: args.workers.map_or_else(|| "default (4)".to_owned(), |w| w.to_string()),
+        workers: args.workers.map_or_else(|| "default".to_owned(), |w| w.to_string()),
         log_level: args.log_level.clone(),
         idle,
         idle_cpu_percent,

@@ -64,6 +64,12 @@ pub fn write_config(dir: &Path, model_url: &str, channels: &str, extra: &str) ->
     Ok(config)
 }
 
+/// A free TCP address on 127.0.0.1 for Herald to listen on (`/metrics`).
+pub fn free_address() -> Result<std::net::SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr()?)
+}
+
 /// Resident memory of a process, from `/proc/PID/status`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Memory {

@@ -6,8 +6,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::gateway::LoadResult;
+use crate::model::ModelRun;
 use crate::process::Memory;
 use crate::queue::QueueResult;
+use crate::recovery::RecoveryRun;
 use crate::skills::SkillsResult;
 
 /// The machine the numbers come from.
@@ -90,6 +92,8 @@ pub struct Report {
     pub herald: String,
     pub startup: Option<Startup>,
     pub gateway: Option<Gateway>,
+    pub model: Vec<ModelRun>,
+    pub recovery: Option<RecoveryRun>,
     pub queue: Vec<QueueResult>,
     pub skills: Option<SkillsResult>,
     /// Parts that could not run, and why.
@@ -131,11 +135,34 @@ impl Report {
                     run.throughput >= 1000.0 * 0.98 && run.missing == 0,
                 ));
             }
+            for run in gateway
+                .runs
+                .iter()
+                .filter(|r| r.label == "lat" && !r.statements.is_empty())
+            {
+                verdicts.push(verdict(
+                    format!("{} database round trips per message", run.channel.name()),
+                    format!("{:.1}", run.statements_per_message),
+                    "<= 6",
+                    run.statements_per_message <= 6.0,
+                ));
+            }
             verdicts.push(verdict(
                 "idle RSS, all channels connected",
                 format!("{:.1} MiB", mib(gateway.idle.rss_kib)),
                 "< 20 MB",
                 gateway.idle.rss_kib * 1024 < 20_000_000,
+            ));
+        }
+        if let Some(recovery) = &self.recovery {
+            verdicts.push(verdict(
+                format!(
+                    "reply p99 across {} SIGKILLs of {} processes",
+                    recovery.kills, recovery.processes
+                ),
+                format!("{:.1} s", recovery.latency.p99_ms / 1000.0),
+                "<= 5 s",
+                recovery.latency.p99_ms <= 5_000.0 && recovery.missing == 0,
             ));
         }
         if let Some(startup) = &self.startup {
@@ -265,6 +292,22 @@ impl Report {
                     })
                     .collect(),
             );
+            for run in gateway.runs.iter().filter(|r| !r.statements.is_empty()) {
+                table(
+                    &mut out,
+                    &format!(
+                        "Database round trips per message, {} {} run: {:.2} in all",
+                        run.channel.name(),
+                        run.label,
+                        run.statements_per_message
+                    ),
+                    &["statement (first line)", "per message"],
+                    run.statements
+                        .iter()
+                        .map(|s| vec![s.statement.clone(), format!("{:.2}", s.per_message)])
+                        .collect(),
+                );
+            }
             if gateway.warning_count > 0 {
                 let _ = writeln!(
                     out,
@@ -276,6 +319,77 @@ impl Report {
                 }
                 out.push('\n');
             }
+        }
+        if !self.model.is_empty() {
+            table(
+                &mut out,
+                "A model that takes its time (Telegram, open loop)",
+                &[
+                    "model delay ms",
+                    "offered/s",
+                    "chats",
+                    "msgs",
+                    "replied",
+                    "dup",
+                    "replies/s",
+                    "p50 ms",
+                    "p90 ms",
+                    "p99 ms",
+                    "max ms",
+                ],
+                self.model
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            format!("{:.0}", r.model_delay_ms),
+                            format!("{:.0}", r.offered_rate),
+                            r.chats.to_string(),
+                            r.messages.to_string(),
+                            r.replied.to_string(),
+                            r.duplicates.to_string(),
+                            format!("{:.1}", r.throughput),
+                            format!("{:.0}", r.latency.p50_ms),
+                            format!("{:.0}", r.latency.p90_ms),
+                            format!("{:.0}", r.latency.p99_ms),
+                            format!("{:.0}", r.latency.max_ms),
+                        ]
+                    })
+                    .collect(),
+            );
+        }
+        if let Some(r) = &self.recovery {
+            table(
+                &mut out,
+                "Crash recovery (PostgreSQL, Telegram, SIGKILLs)",
+                &[
+                    "processes",
+                    "kills",
+                    "offered/s",
+                    "chats",
+                    "model delay ms",
+                    "msgs",
+                    "replied",
+                    "dup",
+                    "p50 ms",
+                    "p90 ms",
+                    "p99 ms",
+                    "max ms",
+                ],
+                vec![vec![
+                    r.processes.to_string(),
+                    r.kills.to_string(),
+                    format!("{:.0}", r.offered_rate),
+                    r.chats.to_string(),
+                    format!("{:.0}", r.model_delay_ms),
+                    r.messages.to_string(),
+                    r.replied.to_string(),
+                    r.duplicates.to_string(),
+                    format!("{:.0}", r.latency.p50_ms),
+                    format!("{:.0}", r.latency.p90_ms),
+                    format!("{:.0}", r.latency.p99_ms),
+                    format!("{:.0}", r.latency.max_ms),
+                ]],
+            );
         }
         if let Some(startup) = &self.startup {
             let restarts: Vec<String> = startup.restart_ms.iter().map(|ms| format!("{ms:.0}")).collect();

@@ -16,7 +16,7 @@ use herald_core::{
 use crate::engine::Engine;
 use crate::statement::{Columns, Statement};
 use crate::store::Store;
-use crate::{error, rows, sql, text};
+use crate::{error, rows, sql, statement, text};
 
 #[async_trait]
 impl<E: Engine> ConversationStore for Store<E> {
@@ -59,7 +59,7 @@ impl<E: Engine> ConversationStore for Store<E> {
                 .fetch_one(&mut tx)
                 .await?
                 .int("entries")?;
-            tx.rollback().await.map_err(error::db)?;
+            statement::rollback(tx).await?;
             return Ok(recorded == 0);
         }
         for (seq, entry) in entries.iter().enumerate() {
@@ -74,11 +74,11 @@ impl<E: Engine> ConversationStore for Store<E> {
                 .execute(&mut tx)
                 .await?;
             if seq == 0 && inserted == 0 {
-                tx.rollback().await.map_err(error::db)?;
+                statement::rollback(tx).await?;
                 return Ok(false);
             }
         }
-        tx.commit().await.map_err(error::db)?;
+        statement::commit(tx).await?;
         Ok(true)
     }
 

@@ -23,7 +23,7 @@ use tracing::debug;
 use crate::engine::Engine;
 use crate::statement::{Columns, On, Statement};
 use crate::store::Store;
-use crate::{error, rows, sql, text};
+use crate::{error, rows, sql, statement, text};
 
 impl<E: Engine> Store<E> {
     /// Runs a lease-guarded change, binding the task id and the lease token
@@ -94,7 +94,7 @@ impl<E: Engine> TaskQueue for Store<E> {
         if let Some(key) = &task.dedup_key
             && let Some(id) = self.find_dedup(key, &mut tx).await?
         {
-            tx.rollback().await.map_err(error::db)?;
+            statement::rollback(tx).await?;
             return Ok(Enqueued::Duplicate(id));
         }
         Statement::new(sql::UPSERT_CONVERSATION)
@@ -125,7 +125,7 @@ impl<E: Engine> TaskQueue for Store<E> {
             if inserted == 0 {
                 // Another process stored the same key meanwhile (its
                 // transaction committed while this one waited on the key).
-                tx.rollback().await.map_err(error::db)?;
+                statement::rollback(tx).await?;
                 let id = self
                     .find_dedup(key, self.engine.writes())
                     .await?
@@ -134,7 +134,7 @@ impl<E: Engine> TaskQueue for Store<E> {
             }
         }
         self.engine.announce(&conversation.id, (&mut tx).into()).await?;
-        tx.commit().await.map_err(error::db)?;
+        statement::commit(tx).await?;
         self.wakeup.wake();
         Ok(Enqueued::New(TaskId(id)))
     }

@@ -7,6 +7,10 @@
 //! generic code names one bound (`DB: Sql`) instead of a dozen higher-ranked
 //! sqlx bounds at every function. [`Statement`] is the builder the stores use.
 //!
+//! Every round trip is counted (`herald_store_statements_total`, labelled
+//! with the statement's first line), so the benchmark can show how many a
+//! message costs and which they are.
+//!
 //! Architecture invariant: nothing here knows a dialect. What differs between
 //! SQLite and PostgreSQL lives in `engine.rs` and the engines' own modules.
 
@@ -145,10 +149,48 @@ where
     }
 }
 
+/// Counts one round trip to the database under `label`.
+pub(crate) fn count(label: &'static str) {
+    metrics::counter!("herald_store_statements_total", "statement" => label).increment(1);
+}
+
+/// The label a statement is counted under: its first line, at most
+/// [`LABEL_CHARS`] characters (the SQL, never a bound value).
+fn label(sql: &'static str) -> &'static str {
+    let line = sql.lines().next().unwrap_or_default().trim();
+    match line.char_indices().nth(LABEL_CHARS) {
+        Some((end, _)) => &line[..end],
+        None => line,
+    }
+}
+
+const LABEL_CHARS: usize = 60;
+
+/// Counts the round trip sqlx makes before handing out a pooled connection
+/// (`test_before_acquire` pings it); for a pool's `before_acquire`, which
+/// runs right after that ping.
+pub(crate) fn count_ping() -> Result<bool, sqlx::Error> {
+    count("ping before use");
+    Ok(true)
+}
+
+/// Commits a transaction, counted.
+pub(crate) async fn commit<DB: Database>(transaction: Transaction<'_, DB>) -> Result<(), StoreError> {
+    count("COMMIT");
+    transaction.commit().await.map_err(error::db)
+}
+
+/// Rolls a transaction back, counted.
+pub(crate) async fn rollback<DB: Database>(transaction: Transaction<'_, DB>) -> Result<(), StoreError> {
+    count("ROLLBACK");
+    transaction.rollback().await.map_err(error::db)
+}
+
 /// A statement and its parameters, bound in order (`$1`, `$2`, …).
 #[must_use = "a statement does nothing until it is run"]
 pub(crate) struct Statement<DB: Database> {
     query: Query<DB>,
+    label: &'static str,
 }
 
 impl<DB: Database> Statement<DB> {
@@ -160,6 +202,7 @@ impl<DB: Database> Statement<DB> {
     {
         Self {
             query: self.query.bind(value),
+            label: self.label,
         }
     }
 }
@@ -168,6 +211,7 @@ impl<DB: Sql> Statement<DB> {
     pub(crate) fn new(sql: &'static str) -> Self {
         Self {
             query: sqlx::query(sql),
+            label: label(sql),
         }
     }
 
@@ -178,6 +222,7 @@ impl<DB: Sql> Statement<DB> {
     pub(crate) fn opt_int(self, value: Option<i64>) -> Self {
         Self {
             query: DB::bind_int(self.query, value),
+            label: self.label,
         }
     }
 
@@ -190,16 +235,19 @@ impl<DB: Sql> Statement<DB> {
         let value = value.map(without_nul);
         Self {
             query: DB::bind_text(self.query, value.as_deref()),
+            label: self.label,
         }
     }
 
     /// Runs a change; returns how many rows it touched.
     pub(crate) async fn execute<'e>(self, on: impl Into<On<'e, DB>>) -> Result<u64, StoreError> {
+        count(self.label);
         let done = DB::execute(self.query, on.into()).await.map_err(error::db)?;
         Ok(done.rows_changed())
     }
 
     pub(crate) async fn fetch_optional<'e>(self, on: impl Into<On<'e, DB>>) -> Result<Option<DB::Row>, StoreError> {
+        count(self.label);
         DB::fetch_optional(self.query, on.into()).await.map_err(error::db)
     }
 
@@ -211,6 +259,7 @@ impl<DB: Sql> Statement<DB> {
     }
 
     pub(crate) async fn fetch_all<'e>(self, on: impl Into<On<'e, DB>>) -> Result<Vec<DB::Row>, StoreError> {
+        count(self.label);
         DB::fetch_all(self.query, on.into()).await.map_err(error::db)
     }
 }

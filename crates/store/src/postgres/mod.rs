@@ -28,7 +28,7 @@ use crate::config::StorageConfig;
 use crate::engine::Engine;
 use crate::error;
 use crate::locks::PgLocks;
-use crate::statement::{On, Statement};
+use crate::statement::{self, On, Statement};
 use crate::wake::Wakeup;
 
 /// The NOTIFY channel of the task queue.
@@ -57,6 +57,7 @@ impl PgEngine {
             StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact::url(&storage.url)))
         })?;
         let pool = PgPoolOptions::new()
+            .before_acquire(|_, _| Box::pin(async { statement::count_ping() }))
             .max_connections(storage.max_connections.max(1))
             .connect_with(options.clone())
             .await
@@ -96,6 +97,7 @@ impl Engine for PgEngine {
     }
 
     async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        statement::count("BEGIN");
         self.pool.begin().await
     }
 

@@ -39,7 +39,7 @@ use crate::config::StorageConfig;
 use crate::engine::Engine;
 use crate::error;
 use crate::locks::SqliteLocks;
-use crate::statement::{On, Statement};
+use crate::statement::{self, On, Statement};
 
 pub(crate) struct SqliteEngine {
     /// Exactly one connection: every write goes through it.
@@ -64,6 +64,7 @@ impl SqliteEngine {
             files::prepare(database)?;
         }
         let write = SqlitePoolOptions::new()
+            .before_acquire(|_, _| Box::pin(async { statement::count_ping() }))
             .max_connections(1)
             .min_connections(if in_memory { 1 } else { 0 })
             .idle_timeout(None)
@@ -75,6 +76,7 @@ impl SqliteEngine {
             write.clone()
         } else {
             SqlitePoolOptions::new()
+                .before_acquire(|_, _| Box::pin(async { statement::count_ping() }))
                 .max_connections(storage.max_connections.max(1))
                 .connect_with(options)
                 .await
@@ -106,6 +108,7 @@ impl Engine for SqliteEngine {
     /// Takes the write lock up front, so the transaction never fails
     /// half-way to upgrade a read lock.
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        statement::count("BEGIN IMMEDIATE");
         self.write.begin_with("BEGIN IMMEDIATE").await
     }
 
