@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 pub struct AgentConfig {
     /// The first thing in every prompt; never trimmed.
     pub system_prompt: String,
-    /// Conversations served at once.
-    pub workers: usize,
+    /// Turns in flight at once (each a different conversation). Unset: the
+    /// binary sizes it from the model's `llm.max_concurrency`, so that what
+    /// bounds Herald is what the model endpoint can take.
+    pub workers: Option<usize>,
     /// Most history entries loaded for a turn, before trimming to the budget.
     pub history_limit: usize,
     /// How often one identical tool call (same name and arguments) may run in
@@ -30,7 +32,7 @@ impl Default for AgentConfig {
     fn default() -> Self {
         Self {
             system_prompt: "You are Herald, a helpful assistant.".into(),
-            workers: 4,
+            workers: None,
             history_limit: 200,
             max_identical_calls: 2,
             drain_timeout: Duration::from_secs(30),

@@ -53,6 +53,10 @@ pub struct LlmConfig {
     /// local model then times out only when it stops producing, not when a
     /// long answer takes longer than `request_timeout`.
     pub stream: bool,
+    /// Requests the endpoint is sent at once; more wait their turn in
+    /// Herald (`herald_model_wait_seconds`). A hosted API takes dozens; a
+    /// local server with one slot serves one at a time either way.
+    pub max_concurrency: usize,
 }
 
 /// The context window assumed when neither the configuration nor the server
@@ -90,6 +94,7 @@ impl Default for LlmConfig {
             max_tokens: 1024,
             tool_results: ToolResults::Native,
             stream: false,
+            max_concurrency: 32,
         }
     }
 }
@@ -127,6 +132,7 @@ mod tests {
         assert_eq!(config.max_tokens, 1024);
         assert_eq!(config.tool_results, ToolResults::Native);
         assert!(!config.stream);
+        assert_eq!(config.max_concurrency, 32);
         assert_eq!(config.request_timeout, Duration::from_secs(60));
         assert_eq!(config.max_retries, 3);
         assert_eq!(config.retry_base, Duration::from_secs(1));
@@ -139,7 +145,8 @@ mod tests {
         let config: LlmConfig = serde_yaml::from_str(
             "base_url: http://127.0.0.1:11434/v1\napi_key: sk-secret\nmodel: llama3\nmax_tool_iterations: 4\n\
              context_tokens: 4096\ncontext_chars: 8000\nrequest_timeout: 500ms\nmax_retries: 0\nretry_base: 2s\n\
-             retry_max: 1m\ntemperature: 0.2\nmax_tokens: 256\ntool_results: user\nstream: true\n",
+             retry_max: 1m\ntemperature: 0.2\nmax_tokens: 256\ntool_results: user\nstream: true\n\
+             max_concurrency: 4\n",
         )
         .unwrap();
         assert_eq!(config.base_url, "http://127.0.0.1:11434/v1");
@@ -151,6 +158,7 @@ mod tests {
         assert_eq!((config.context_tokens, config.context_chars), (Some(4096), Some(8000)));
         assert_eq!(config.tool_results, ToolResults::User);
         assert!(config.stream);
+        assert_eq!(config.max_concurrency, 4);
         let unset: LlmConfig = serde_yaml::from_str("max_tokens: 0").unwrap();
         assert_eq!(unset.answer_tokens(), None);
         assert_eq!(config.backoff().max_attempts, 1);

@@ -16,6 +16,7 @@
 //!
 //! It never logs prompts, answers or the API key.
 
+mod bounded;
 mod client;
 mod config;
 mod errors;
@@ -28,17 +29,20 @@ mod wire;
 
 use std::sync::Arc;
 
+pub use bounded::Bounded;
 pub use client::OpenAiModel;
 pub use config::{DEFAULT_CONTEXT_TOKENS, LlmConfig, ToolResults};
 pub use herald_core::{ChatModel, LlmError};
 pub use retrying::Retrying;
 pub use server::{ContextWindow, check, context_window, list_models, serves};
 
-/// The model Herald runs with: [`OpenAiModel`] under [`Retrying`] with the
-/// configured backoff.
+/// The model Herald runs with: [`OpenAiModel`], at most
+/// `llm.max_concurrency` requests at once ([`Bounded`]), under [`Retrying`]
+/// with the configured backoff.
 pub fn model_from_config(config: &LlmConfig) -> Result<Arc<dyn ChatModel>, LlmError> {
     let model = OpenAiModel::new(config)?;
     Ok(Arc::new(
-        Retrying::new(model, config.backoff()).with_wait_after_timeout(config.request_timeout),
+        Retrying::new(Bounded::new(model, config.max_concurrency), config.backoff())
+            .with_wait_after_timeout(config.request_timeout),
     ))
 }

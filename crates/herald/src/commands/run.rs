@@ -101,7 +101,7 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
         Some(WorkerPool::start(
             agent,
             ClaimFilter::channels(names),
-            app.config.agent.workers,
+            app.config.turns_in_flight(),
         ))
     } else {
         None
@@ -109,7 +109,7 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
     info!(
         backend = app.storage.backend(),
         role = role.name(),
-        workers = if role.serves() { app.config.agent.workers } else { 0 },
+        turns = if role.serves() { app.config.turns_in_flight() } else { 0 },
         "herald is running"
     );
 

@@ -104,6 +104,16 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
+    /// Turns served at once: `agent.workers` when set, else twice the
+    /// model's `llm.max_concurrency`, so turns that are sending, running a
+    /// tool or waiting out a platform limit do not leave the model idle.
+    pub fn turns_in_flight(&self) -> usize {
+        self.agent
+            .workers
+            .unwrap_or_else(|| self.llm.max_concurrency.saturating_mul(2))
+            .max(1)
+    }
+
     /// Reads and checks a config file, expanding variables from the process
     /// environment.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -179,8 +189,14 @@ impl Config {
 
     /// Rules that types alone do not express.
     fn check(&self) -> Result<(), (&'static str, String)> {
-        if self.agent.workers == 0 {
+        if self.agent.workers == Some(0) {
             return Err(("agent.workers", "must be at least 1".into()));
+        }
+        if self.agent.history_limit == 0 {
+            return Err(("agent.history_limit", "must be at least 1".into()));
+        }
+        if self.llm.max_concurrency == 0 {
+            return Err(("llm.max_concurrency", "must be at least 1".into()));
         }
         if self.llm.max_tool_iterations == 0 {
             return Err(("llm.max_tool_iterations", "must be at least 1".into()));

@@ -25,7 +25,14 @@ fn the_example_config_parses() {
 #[test]
 fn an_empty_file_gives_the_defaults() {
     let config = parse("").unwrap();
-    assert_eq!(config.agent.workers, 4);
+    assert_eq!(config.agent.workers, None);
+    assert_eq!(config.llm.max_concurrency, 32);
+    assert_eq!(config.turns_in_flight(), 64);
+    // `agent.workers`, when set, is the bound; else it follows the model.
+    let set = Config::parse(Path::new("herald.yaml"), "agent:\n  workers: 3\n", |_| None).unwrap();
+    assert_eq!(set.turns_in_flight(), 3);
+    let small = Config::parse(Path::new("herald.yaml"), "llm:\n  max_concurrency: 2\n", |_| None).unwrap();
+    assert_eq!(small.turns_in_flight(), 4);
     assert_eq!(config.llm.max_tool_iterations, 8);
 }
 
@@ -64,6 +71,10 @@ fn errors_name_the_file_the_line_and_the_key() {
         (
             "agent:\n  workers: 0\n",
             "herald.yaml:2: `agent.workers`: must be at least 1",
+        ),
+        (
+            "llm:\n  max_concurrency: 0\n",
+            "herald.yaml:2: `llm.max_concurrency`: must be at least 1",
         ),
         (
             "admins: [owner]\n",
