@@ -219,9 +219,12 @@ async fn run_drains_and_exits_zero_on_sigterm() {
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
     // Wait until it says it is serving.
+    let mut seen = Vec::new();
     let ready = tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(line) = lines.next_line().await.unwrap() {
-            if line.contains("herald is running") {
+            let running = line.contains("herald is running");
+            seen.push(line);
+            if running {
                 return true;
             }
         }
@@ -242,4 +245,19 @@ async fn run_drains_and_exits_zero_on_sigterm() {
         .unwrap()
         .unwrap();
     assert!(status.success(), "exit status {status:?}");
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line);
+    }
+    // Logs to a pipe are plain text, and a fresh install with no heartbeat
+    // checklist and no known admin conversation does not complain about it.
+    assert!(
+        !seen.iter().any(|line| line.contains('\u{1b}')),
+        "colour codes in a pipe: {seen:?}"
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|line| line.contains("heartbeat") && line.contains("WARN")),
+        "{seen:?}"
+    );
 }

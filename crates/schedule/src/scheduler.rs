@@ -232,7 +232,17 @@ impl Scheduler {
             | HeartbeatOutcome::Failed(_)
                 if state.warned.as_ref() != Some(&outcome) =>
             {
-                warn!(outcome = ?outcome, "heartbeat did not run");
+                // A target the operator chose and cannot be reached is a
+                // problem; the default (the first admin) not being usable
+                // yet is how a new install starts.
+                if self.heartbeat.target.is_some() || matches!(outcome, HeartbeatOutcome::Failed(_)) {
+                    warn!(outcome = ?outcome, "heartbeat did not run");
+                } else {
+                    info!(
+                        outcome = ?outcome,
+                        "heartbeat idle: no usable target yet (set heartbeat.target, or an admin writes to Herald first)"
+                    );
+                }
                 state.warned = Some(outcome.clone());
             }
             HeartbeatOutcome::Queued(_) => state.warned = None,
@@ -242,17 +252,8 @@ impl Scheduler {
     }
 
     async fn try_heartbeat(&self, slot: Timestamp) -> HeartbeatOutcome {
-        let Some(target) = self.heartbeat.target_or_default(&self.admins) else {
-            return HeartbeatOutcome::NoTarget;
-        };
-        let reference = match self.conversations.conversation(&target.conversation).await {
-            Ok(Some(reference)) => reference,
-            Ok(None) => return HeartbeatOutcome::UnknownTarget,
-            Err(err) => return HeartbeatOutcome::Failed(err.to_string()),
-        };
-        if target.is_default && reference.kind == ConversationKind::Group {
-            return HeartbeatOutcome::GroupNotAllowed;
-        }
+        // Nothing to check means nothing to do, wherever it would go: a
+        // Herald without a checklist stays idle and says nothing.
         let checklist = match tokio::fs::read_to_string(&self.heartbeat.file).await {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -263,6 +264,17 @@ impl Scheduler {
         if checklist_is_empty(&checklist) {
             debug!(file = %self.heartbeat.file.display(), "heartbeat checklist is empty; no model call");
             return HeartbeatOutcome::EmptyChecklist;
+        }
+        let Some(target) = self.heartbeat.target_or_default(&self.admins) else {
+            return HeartbeatOutcome::NoTarget;
+        };
+        let reference = match self.conversations.conversation(&target.conversation).await {
+            Ok(Some(reference)) => reference,
+            Ok(None) => return HeartbeatOutcome::UnknownTarget,
+            Err(err) => return HeartbeatOutcome::Failed(err.to_string()),
+        };
+        if target.is_default && reference.kind == ConversationKind::Group {
+            return HeartbeatOutcome::GroupNotAllowed;
         }
         match self
             .queue

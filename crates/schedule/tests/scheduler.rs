@@ -108,6 +108,19 @@ async fn a_one_off_run_fires_and_its_schedule_is_finished() {
     assert!(scheduler.tick().await.fired.is_empty());
 }
 
+/// A new install: no checklist and nobody has written yet. The heartbeat
+/// has nothing to do and no target, and stays idle without a complaint
+/// (it used to warn `UnknownTarget` at every start).
+#[tokio::test]
+async fn without_a_checklist_an_unknown_default_target_is_not_a_problem() {
+    let h = sqlite_harness("2026-07-01T06:00:00Z").await;
+    let scheduler = h.scheduler(ScheduleConfig::default(), heartbeat_config(&h));
+    assert_eq!(scheduler.tick().await.heartbeat, HeartbeatOutcome::EmptyChecklist);
+    std::fs::write(h.checklist_path(), "- [ ] Check the queue\n").unwrap();
+    h.clock.set(utc("2026-07-01T07:00:00Z"));
+    assert_eq!(scheduler.tick().await.heartbeat, HeartbeatOutcome::UnknownTarget);
+}
+
 #[tokio::test]
 async fn an_empty_checklist_skips_the_heartbeat_without_queueing_a_model_call() {
     let h = sqlite_harness("2026-07-01T06:00:00Z").await;
