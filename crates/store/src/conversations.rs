@@ -4,7 +4,8 @@
 //! A turn is recorded once: its first entry, `(task, 0)`, is unique, so an
 //! earlier or concurrent recording of the same task makes this one write
 //! nothing (on PostgreSQL the second waits for the first on that key; on
-//! SQLite the write lock orders them).
+//! SQLite the write lock orders them). A turn of a few entries (a person's
+//! has two) is one statement; a longer one, a transaction.
 
 use async_trait::async_trait;
 use herald_core::time::to_millis;
@@ -52,6 +53,20 @@ impl<E: Engine> ConversationStore for Store<E> {
         entries: &[NewHistoryEntry],
     ) -> Result<bool, StoreError> {
         let now = self.now();
+        if let Some(sql) = sql::record_turn(entries.len()) {
+            let mut statement = Statement::<E::Db>::new(sql)
+                .text(conversation.as_str())
+                .int(task.0)
+                .int(now);
+            for entry in entries {
+                statement = statement
+                    .text(entry.role.as_str())
+                    .opt_text(entry.actor.as_ref().map(|actor| actor.as_str()))
+                    .text(&entry.text);
+            }
+            let inserted = statement.execute(self.engine.writes()).await?;
+            return Ok(inserted == entries.len() as u64);
+        }
         let mut tx = self.engine.begin_write().await.map_err(error::db)?;
         if entries.is_empty() {
             let recorded = Statement::<E::Db>::new(sql::TASK_HAS_ENTRIES)

@@ -90,13 +90,10 @@ impl<E: Engine> TaskQueue for Store<E> {
         let payload = text::json(&task.payload, "task payload")?;
         let run_at = task.not_before.map(to_millis).unwrap_or(now);
 
+        // A key seen before is found by its insert conflicting below, not
+        // looked up first: redeliveries are rare, and a look-up would be a
+        // round trip on every message.
         let mut tx = self.engine.begin_write().await.map_err(error::db)?;
-        if let Some(key) = &task.dedup_key
-            && let Some(id) = self.find_dedup(key, &mut tx).await?
-        {
-            statement::rollback(tx).await?;
-            return Ok(Enqueued::Duplicate(id));
-        }
         Statement::new(sql::UPSERT_CONVERSATION)
             .text(conversation.id.as_str())
             .text(conversation.channel.as_str())
@@ -123,8 +120,9 @@ impl<E: Engine> TaskQueue for Store<E> {
                 .execute(&mut tx)
                 .await?;
             if inserted == 0 {
-                // Another process stored the same key meanwhile (its
-                // transaction committed while this one waited on the key).
+                // Stored before, or by another process meanwhile (its
+                // transaction committed while this one waited on the key):
+                // the task just inserted goes with the rollback.
                 statement::rollback(tx).await?;
                 let id = self
                     .find_dedup(key, self.engine.writes())

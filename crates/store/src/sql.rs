@@ -90,6 +90,43 @@ pub(crate) const TASK_ENTRIES: &str =
 
 pub(crate) const TASK_HAS_ENTRIES: &str = "SELECT COUNT(*) AS entries FROM messages WHERE task_id = $1";
 
+/// A turn of up to [`RECORD_ROWS`] entries in one statement: `$1` the
+/// conversation, `$2` the task, `$3` the time, then role, actor and text of
+/// each entry (its `seq` is its place). Nothing is written when the task has
+/// entries already; the insert is one statement, so it is whole or nothing.
+pub(crate) fn record_turn(rows: usize) -> Option<&'static str> {
+    static STATEMENTS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        (1..=RECORD_ROWS)
+            .map(|rows| {
+                let values: Vec<String> = (0..rows)
+                    .map(|seq| {
+                        let first = 4 + seq * 3;
+                        format!(
+                            "SELECT {seq} AS seq, ${first} AS role, ${} AS actor, ${} AS text",
+                            first + 1,
+                            first + 2
+                        )
+                    })
+                    .collect();
+                // Built once per size and kept for the process's life, as
+                // the `'static` statement text a `Statement` is labelled by.
+                String::leak(format!(
+                    "INSERT INTO messages (conversation_id, task_id, seq, role, actor, text, at)\n\
+                     SELECT $1, $2, entry.seq, entry.role, entry.actor, entry.text, $3 FROM ({}) AS entry\n\
+                     WHERE NOT EXISTS (SELECT 1 FROM messages WHERE task_id = $2)\n\
+                     ON CONFLICT (task_id, seq) DO NOTHING",
+                    values.join(" UNION ALL ")
+                )) as &'static str
+            })
+            .collect()
+    });
+    rows.checked_sub(1).and_then(|index| STATEMENTS.get(index).copied())
+}
+
+/// The most entries [`record_turn`] writes in one statement; a person's turn
+/// has two (what they said, what Herald answered).
+pub(crate) const RECORD_ROWS: usize = 4;
+
 /// A second `record_turn` of a task conflicts on `(task_id, seq)` and writes nothing.
 pub(crate) const INSERT_ENTRY: &str = "\
 INSERT INTO messages (conversation_id, task_id, seq, role, actor, text, at) VALUES ($1, $2, $3, $4, $5, $6, $7)

@@ -28,8 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_core::{
-    Admins, ChatModel, ConversationId, ConversationStore, DeliveryReceipt, FailOutcome, InstructionOrigin, Lease,
-    Outbound, OutboundMessage, RetryClass, StoreError, TaskId, TaskPayload, TaskQueue, Toolbox, TurnOrigin, TurnScope,
+    Admins, ChatModel, ConversationId, ConversationStore, DeliveryReceipt, FailOutcome, HistoryEntry,
+    InstructionOrigin, Lease, Outbound, OutboundMessage, RetryClass, StoreError, TaskId, TaskPayload, TaskQueue,
+    Toolbox, TurnOrigin, TurnScope,
 };
 use tokio::sync::broadcast;
 use tracing::{Instrument, debug, error, info, info_span, warn};
@@ -212,62 +213,78 @@ impl Agent {
                 task.attempt - 1
             )));
         }
-        let conversations = &self.parts.conversations;
-        let recorded = conversations.task_entries(task.id).await.map_err(Failure::store)?;
-        let reply = match recorded.iter().rev().find(|e| e.role == herald_core::Role::Assistant) {
-            Some(entry) => {
-                info!("turn was recorded before; delivering the recorded reply");
-                Some(entry.text.clone())
+        let parts = &self.parts;
+        let conversations = &parts.conversations;
+        // One read serves both questions: what the conversation said before,
+        // and whether an earlier attempt recorded this turn. A task is its
+        // conversation's head (no later task of it has run), so its own
+        // entries, if any, are the newest of the conversation.
+        let history = conversations
+            .history(&scope.conversation.id, parts.config.history_limit)
+            .await
+            .map_err(Failure::store)?;
+        let (earlier, recorded) = split_recorded(history, task.id);
+        if !recorded.is_empty() {
+            info!("turn was recorded before; delivering the recorded reply");
+            if let Some(entry) = recorded
+                .iter()
+                .rev()
+                .find(|e| e.role == herald_core::Role::Assistant && !e.text.trim().is_empty())
+            {
+                self.deliver(task.id, "reply", scope, &entry.text, Receipts::Check)
+                    .await?;
             }
-            None => {
-                // A heartbeat shows no sign of life unless it has something to say.
-                if scope.origin.quiet_limit().is_none()
-                    && let Some(channel) = self.parts.outbound.get(&scope.conversation.channel)
-                    && let Err(err) = channel.typing(&scope.conversation).await
-                {
-                    debug!(error = %err, "typing indicator failed");
-                }
-                let input = input_text(&task.payload);
-                let outcome = self.run(scope, input).await?;
-                let Some(recorded) = recording(scope.origin, input, scope.actor.as_ref(), &outcome) else {
-                    info!("heartbeat: nothing needs attention; nothing sent or recorded");
-                    return Ok(());
-                };
-                for (index, notice) in outcome.notices.iter().enumerate() {
-                    self.deliver(task.id, &format!("notice:{index}"), scope, notice).await?;
-                }
-                conversations
-                    .record_turn(&scope.conversation.id, task.id, &recorded.entries)
-                    .await
-                    .map_err(Failure::store)?;
-                if recorded.explain
-                    && let Ok(value) = serde_json::to_value(&outcome.accounting)
-                    && let Err(err) = conversations
-                        .put_state(EXPLAIN_SCOPE, scope.conversation.id.as_str(), &value)
-                        .await
-                {
-                    debug!(error = %err, "could not store prompt accounting");
-                }
-                recorded.reply
-            }
+            return Ok(());
+        }
+        // A heartbeat shows no sign of life unless it has something to say.
+        if scope.origin.quiet_limit().is_none()
+            && let Some(channel) = parts.outbound.get(&scope.conversation.channel)
+            && let Err(err) = channel.typing(&scope.conversation).await
+        {
+            debug!(error = %err, "typing indicator failed");
+        }
+        let input = input_text(&task.payload);
+        let outcome = self.run(scope, &earlier, input).await?;
+        let Some(recorded) = recording(scope.origin, input, scope.actor.as_ref(), &outcome) else {
+            info!("heartbeat: nothing needs attention; nothing sent or recorded");
+            return Ok(());
         };
-        if let Some(text) = reply.filter(|t| !t.trim().is_empty()) {
-            self.deliver(task.id, "reply", scope, &text).await?;
+        for (index, notice) in outcome.notices.iter().enumerate() {
+            self.deliver(task.id, &format!("notice:{index}"), scope, notice, Receipts::Check)
+                .await?;
+        }
+        let first = conversations
+            .record_turn(&scope.conversation.id, task.id, &recorded.entries)
+            .await
+            .map_err(Failure::store)?;
+        if recorded.explain
+            && let Ok(value) = serde_json::to_value(&outcome.accounting)
+            && let Err(err) = conversations
+                .put_state(EXPLAIN_SCOPE, scope.conversation.id.as_str(), &value)
+                .await
+        {
+            debug!(error = %err, "could not store prompt accounting");
+        }
+        if let Some(text) = recorded.reply.filter(|t| !t.trim().is_empty()) {
+            // The reply slot is sent only after its turn is recorded, so a
+            // turn this attempt recorded first has no receipt to look for.
+            let receipts = if first { Receipts::NoneYet } else { Receipts::Check };
+            self.deliver(task.id, "reply", scope, &text, receipts).await?;
         }
         Ok(())
     }
 
-    async fn run(&self, scope: &TurnScope, input: Option<&str>) -> Result<TurnOutcome, Failure> {
+    async fn run(
+        &self,
+        scope: &TurnScope,
+        history: &[HistoryEntry],
+        input: Option<&str>,
+    ) -> Result<TurnOutcome, Failure> {
         let parts = &self.parts;
-        let history = parts
-            .conversations
-            .history(&scope.conversation.id, parts.config.history_limit)
-            .await
-            .map_err(Failure::store)?;
         let request = TurnRequest {
             scope,
             system_prompt: &parts.config.system_prompt,
-            history: &history,
+            history,
             input,
             limits: &parts.limits,
             max_identical_calls: parts.config.max_identical_calls,
@@ -281,13 +298,21 @@ impl Agent {
     }
 
     /// Sends one slot of a task's output once: skipped when a receipt exists.
-    async fn deliver(&self, task: TaskId, slot: &str, scope: &TurnScope, text: &str) -> Result<(), Failure> {
+    async fn deliver(
+        &self,
+        task: TaskId,
+        slot: &str,
+        scope: &TurnScope,
+        text: &str,
+        receipts: Receipts,
+    ) -> Result<(), Failure> {
         let conversations = &self.parts.conversations;
-        if conversations
-            .delivery(task, slot)
-            .await
-            .map_err(Failure::store)?
-            .is_some()
+        if receipts == Receipts::Check
+            && conversations
+                .delivery(task, slot)
+                .await
+                .map_err(Failure::store)?
+                .is_some()
         {
             debug!(slot, "already delivered");
             return Ok(());
@@ -325,7 +350,13 @@ impl Agent {
             return;
         }
         if let Err(err) = self
-            .deliver(lease.task.id, "failure", scope, &self.parts.config.failure_notice)
+            .deliver(
+                lease.task.id,
+                "failure",
+                scope,
+                &self.parts.config.failure_notice,
+                Receipts::Check,
+            )
             .await
         {
             warn!(error = ?err, "could not tell the user about the failure");
@@ -369,9 +400,58 @@ impl Agent {
     }
 }
 
+/// Whether a slot may have a receipt already, and must be looked up first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Receipts {
+    Check,
+    /// The slot cannot have been sent before (see `serve_task`).
+    NoneYet,
+}
+
+/// History before this task, and the entries an earlier attempt of the task
+/// recorded (empty when none did).
+fn split_recorded(history: Vec<HistoryEntry>, task: TaskId) -> (Vec<HistoryEntry>, Vec<HistoryEntry>) {
+    history.into_iter().partition(|entry| entry.task != Some(task))
+}
+
 fn input_text(payload: &TaskPayload) -> Option<&str> {
     match payload {
         TaskPayload::Message(message) => Some(&message.text),
         TaskPayload::Instruction { instruction, .. } => Some(instruction),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use herald_core::Role;
+
+    use super::*;
+
+    fn entry(id: i64, task: Option<i64>, role: Role) -> HistoryEntry {
+        HistoryEntry {
+            id,
+            task: task.map(TaskId),
+            role,
+            actor: None,
+            text: format!("entry {id}"),
+            at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_tasks_own_entries_are_split_from_the_history_before_it() {
+        let history = vec![
+            entry(1, Some(7), Role::User),
+            entry(2, Some(7), Role::Assistant),
+            entry(3, None, Role::Assistant),
+            entry(4, Some(9), Role::User),
+            entry(5, Some(9), Role::Assistant),
+        ];
+        let (earlier, recorded) = split_recorded(history.clone(), TaskId(9));
+        assert_eq!(earlier.iter().map(|e| e.id).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(recorded.iter().map(|e| e.id).collect::<Vec<_>>(), [4, 5]);
+        let (earlier, recorded) = split_recorded(history, TaskId(10));
+        assert_eq!(earlier.len(), 5, "a first attempt finds nothing of its own");
+        assert!(recorded.is_empty());
     }
 }

@@ -63,8 +63,12 @@ impl SqliteEngine {
         if let Some(database) = &database {
             files::prepare(database)?;
         }
+        // No ping before a connection is handed out (sqlx's default): a
+        // connection to a local file does not go stale, and each ping is a
+        // round trip to the connection's thread, about a third of all the
+        // round trips a message made.
         let write = SqlitePoolOptions::new()
-            .before_acquire(|_, _| Box::pin(async { statement::count_ping() }))
+            .test_before_acquire(false)
             .max_connections(1)
             .min_connections(if in_memory { 1 } else { 0 })
             .idle_timeout(None)
@@ -76,7 +80,7 @@ impl SqliteEngine {
             write.clone()
         } else {
             SqlitePoolOptions::new()
-                .before_acquire(|_, _| Box::pin(async { statement::count_ping() }))
+                .test_before_acquire(false)
                 .max_connections(storage.max_connections.max(1))
                 .connect_with(options)
                 .await
