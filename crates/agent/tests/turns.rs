@@ -368,3 +368,36 @@ async fn a_huge_tool_result_is_cut_to_its_share_of_the_prompt_budget() {
     let sent = requests[1].to_string().len();
     assert!(sent < 4096 * 3, "the request was {sent} bytes");
 }
+
+/// A turn waiting on the model holds no worker: ten conversations whose
+/// answers the model holds back are all at the model at once (the pool used
+/// to serve four at a time, and this waited forever for the fifth), and all
+/// ten are answered when it lets go.
+#[tokio::test]
+async fn conversations_waiting_on_a_slow_model_do_not_hold_up_each_other() {
+    let h = harness(TurnLimits::default()).await;
+    let mut finished = h.agent.subscribe();
+    for chat in 0..10 {
+        h.model.push(Reply::Hang);
+        let mut message = message(&format!("question {chat}"), &format!("m{chat}"));
+        message.conversation.id = ConversationId::new(format!("test:{chat}"));
+        message.conversation.chat = chat.to_string();
+        h.storage.queue().enqueue(NewTask::message(message)).await.unwrap();
+    }
+    let pool = WorkerPool::start(h.agent.clone(), ClaimFilter::any(), 10);
+    tokio::time::timeout(Duration::from_secs(30), h.model.wait_for_requests(10))
+        .await
+        .expect("all ten conversations reach the model while it holds every answer");
+    h.model.release();
+    for _ in 0..10 {
+        let event = tokio::time::timeout(Duration::from_secs(30), finished.recv())
+            .await
+            .expect("every held turn finishes")
+            .unwrap();
+        assert_eq!(event.outcome, herald_agent::Finish::Done);
+    }
+    pool.shutdown(Duration::from_secs(5)).await;
+    let mut sent = h.sent();
+    sent.sort();
+    assert_eq!(sent.len(), 10, "{sent:?}");
+}
