@@ -24,6 +24,7 @@ mod queue;
 mod recovery;
 mod report;
 mod skills;
+mod soak;
 mod statements;
 mod stats;
 
@@ -47,6 +48,7 @@ enum Part {
     Recovery,
     Queue,
     Skills,
+    Soak,
 }
 
 #[derive(Parser, Debug)]
@@ -113,6 +115,15 @@ struct Args {
     /// Seconds of the recovery run.
     #[arg(long, default_value_t = 60.0)]
     recovery_duration: f64,
+    /// Minutes of the soak (`--only soak`).
+    #[arg(long, default_value_t = 60.0)]
+    soak_minutes: f64,
+    /// Messages per second of the soak, over Telegram, Discord and Slack.
+    #[arg(long, default_value_t = 30.0)]
+    soak_rate: f64,
+    /// Seconds of each measured slice of the soak.
+    #[arg(long, default_value_t = 60.0)]
+    soak_slice: f64,
     /// Seconds each model call takes in the recovery run.
     #[arg(long, default_value_t = 0.5)]
     recovery_delay: f64,
@@ -179,7 +190,10 @@ async fn run(args: Args) -> Result<()> {
         herald: binary.display().to_string(),
         ..Report::default()
     };
-    let needs_herald = args.only.iter().any(|p| matches!(p, Part::Startup | Part::Gateway));
+    let needs_herald = args
+        .only
+        .iter()
+        .any(|p| matches!(p, Part::Startup | Part::Gateway | Part::Soak));
     let platforms = if needs_herald {
         progress("starting the fakes");
         let platforms = Platforms::start(!args.no_email).await;
@@ -205,6 +219,22 @@ async fn run(args: Args) -> Result<()> {
         if args.only.contains(&Part::Startup) {
             progress("start to ready");
             report.startup = Some(startup(&args, &binary, platforms, &model).await?);
+        }
+        if args.only.contains(&Part::Soak) {
+            wait_disconnected(platforms).await;
+            let (_dir, config) = herald_config(&args, platforms, &model, "")?;
+            progress("starting herald for the soak");
+            let herald = Herald::start(&binary, &config, Duration::from_secs(60)).await?;
+            platforms.wait_connected(&herald, Duration::from_secs(30)).await?;
+            let spec = soak::SoakSpec {
+                rate: args.soak_rate,
+                chats: args.chats,
+                duration: Duration::from_secs_f64(args.soak_minutes * 60.0),
+                slice: Duration::from_secs_f64(args.soak_slice),
+            };
+            report.soak = Some(soak::run(platforms, &herald, spec).await?);
+            report.soak_warnings = herald.warnings().0;
+            herald.stop().await;
         }
     }
     if args.only.contains(&Part::Model) {

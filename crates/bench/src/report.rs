@@ -11,6 +11,7 @@ use crate::process::Memory;
 use crate::queue::QueueResult;
 use crate::recovery::RecoveryRun;
 use crate::skills::SkillsResult;
+use crate::soak::SoakRun;
 
 /// The machine the numbers come from.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -96,6 +97,9 @@ pub struct Report {
     pub recovery: Option<RecoveryRun>,
     pub queue: Vec<QueueResult>,
     pub skills: Option<SkillsResult>,
+    pub soak: Option<SoakRun>,
+    /// Warnings Herald logged during the soak.
+    pub soak_warnings: usize,
     /// Parts that could not run, and why.
     pub skipped: Vec<String>,
     pub verdicts: Vec<Verdict>,
@@ -152,6 +156,14 @@ impl Report {
                 format!("{:.1} MiB", mib(gateway.idle.rss_kib)),
                 "< 20 MB",
                 gateway.idle.rss_kib * 1024 < 20_000_000,
+            ));
+        }
+        if let Some(soak) = &self.soak {
+            verdicts.push(verdict(
+                format!("RSS growth over a {:.0}-minute soak", soak.minutes),
+                format!("{:+.1} %", soak.rss_growth_percent),
+                "<= 10 %",
+                soak.rss_growth_percent <= 10.0 && soak.missing == 0,
             ));
         }
         if let Some(recovery) = &self.recovery {
@@ -352,6 +364,38 @@ impl Report {
                             format!("{:.0}", r.latency.p90_ms),
                             format!("{:.0}", r.latency.p99_ms),
                             format!("{:.0}", r.latency.max_ms),
+                        ]
+                    })
+                    .collect(),
+            );
+        }
+        if let Some(soak) = &self.soak {
+            table(
+                &mut out,
+                &format!(
+                    "Soak: {:.0} msg/s over Telegram, Discord and Slack, {} chats each, {:.0} minutes \
+                     (RSS {:+.1} %, p99 {:+.1} %, {} missing, {} duplicates, {} warnings)",
+                    soak.rate,
+                    soak.chats,
+                    soak.minutes,
+                    soak.rss_growth_percent,
+                    soak.p99_drift_percent,
+                    soak.missing,
+                    soak.duplicates,
+                    self.soak_warnings
+                ),
+                &["minute", "msgs", "replied", "p50 ms", "p99 ms", "RSS MiB", "anon MiB"],
+                soak.slices
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            format!("{:.0}", s.minute),
+                            s.messages.to_string(),
+                            s.replied.to_string(),
+                            format!("{:.1}", s.p50_ms),
+                            format!("{:.1}", s.p99_ms),
+                            format!("{:.1}", mib(s.memory.rss_kib)),
+                            format!("{:.1}", mib(s.memory.anon_kib)),
                         ]
                     })
                     .collect(),
