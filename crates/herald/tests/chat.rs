@@ -33,6 +33,28 @@ async fn piped_lines_get_one_reply_each_in_order() {
     );
 }
 
+/// The local chat cleans a line as the gateway cleans every channel's
+/// text: control characters (an escape sequence pasted in) never reach the
+/// model, and a paste over `channels.max_message_chars` is cut and said so.
+#[tokio::test]
+async fn chat_lines_are_cleaned_and_capped_like_every_channels_text() {
+    let herald = Herald::start("channels:\n  max_message_chars: 100\n").await;
+    let long = "x".repeat(500);
+    let output = herald
+        .chat("ann", &format!("bell\u{7}and \u{1b}[31mred\u{1b}[0m\n{long}\n"))
+        .await;
+    assert!(output.status.success(), "chat failed: {}", stderr(&output));
+    let replies = reply_texts(&output);
+    assert_eq!(replies[0], "echo: belland [31mred[0m");
+    assert!(
+        replies[1].starts_with(&format!("echo: {}", "x".repeat(100))),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[1].contains("message cut by Herald"), "{}", replies[1]);
+    assert!(stderr(&output).contains("channels.max_message_chars"));
+}
+
 #[tokio::test]
 async fn plain_output_prints_the_reply_text() {
     let herald = Herald::start("").await;

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use herald_agent::WorkerPool;
+use herald_channels::clean;
 use herald_channels::local::{self, LocalOutbound, ReplyFormat};
 use herald_core::{ClaimFilter, NewTask, Outbound};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -76,11 +77,21 @@ async fn converse(
         // Bytes that are not UTF-8 (a binary paste, a wrong terminal
         // encoding) become U+FFFD rather than ending the conversation.
         let decoded = String::from_utf8_lossy(&line);
-        let text = decoded.trim();
+        // What the gateway does to every channel's text: no control
+        // characters, and no more than `channels.max_message_chars`.
+        let cleaned = clean::strip_controls(&decoded);
+        let text = cleaned.trim();
         if text.is_empty() {
             continue;
         }
-        let message = local::inbound(user, text, uuid::Uuid::new_v4().to_string(), app.clock.now());
+        let (text, cut) = clean::cap(text, app.config.channels.max_message_chars);
+        if cut {
+            eprintln!(
+                "warning: the message was cut to its first {} characters (channels.max_message_chars)",
+                app.config.channels.max_message_chars
+            );
+        }
+        let message = local::inbound(user, &text, uuid::Uuid::new_v4().to_string(), app.clock.now());
         queue
             .enqueue(NewTask::message(message))
             .await
