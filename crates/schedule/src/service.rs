@@ -84,6 +84,10 @@ pub struct Schedules {
     store: Arc<dyn ScheduleStore>,
     clock: Arc<dyn Clock>,
     limits: ScheduleLimits,
+    /// Held from counting a non-admin's schedules to storing the new one, so
+    /// calls at once (a model's parallel tool calls) cannot all pass the
+    /// count. Shared by the clones the skills and commands hold.
+    counting: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for Schedules {
@@ -99,6 +103,7 @@ impl Schedules {
             store,
             clock,
             limits: ScheduleLimits::default(),
+            counting: Arc::default(),
         }
     }
 
@@ -172,6 +177,7 @@ impl Schedules {
                 min: herald_core::duration::format(limits.min_interval),
             });
         }
+        let _counting = self.counting.lock().await;
         let owned = self
             .store
             .list(None)

@@ -321,3 +321,32 @@ async fn schedules_are_listed_and_cancelled_within_a_conversation() {
     let gone = service.cancel(ScheduleId(ann.schedule.id.0), None).await.unwrap_err();
     assert!(gone.to_string().contains("no schedule"), "{gone}");
 }
+
+/// A model that asks for many schedules in one step makes its calls at
+/// once; the count of a non-admin's schedules still holds them to
+/// `max_per_user` (each call used to count before any was stored).
+#[tokio::test]
+async fn schedules_added_at_once_stay_within_max_per_user() {
+    let h = sqlite_harness("2026-07-01T06:00:00Z").await;
+    let service = h.service().with_limits(herald_schedule::ScheduleLimits {
+        min_interval: Duration::from_secs(60),
+        max_per_user: 3,
+    });
+    let mut adds = tokio::task::JoinSet::new();
+    for n in 0..10 {
+        let service = service.clone();
+        adds.spawn(async move {
+            service
+                .add_within(
+                    common::conversation("test:ann", ConversationKind::Direct),
+                    ActorId::new("test:ann"),
+                    hourly_from("2026-07-01T07:00:00Z"),
+                    &format!("Reminder {n}"),
+                )
+                .await
+        });
+    }
+    let results = adds.join_all().await;
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 3, "{results:?}");
+    assert_eq!(h.schedules().list(None).await.unwrap().len(), 3);
+}
