@@ -284,7 +284,12 @@ impl Server {
 
 /// The first sentences of `text` within `max` characters, on one line.
 fn first_sentences(text: &str, max: usize) -> String {
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // Markdown headings are common in instructions; their marks are noise here.
+    let one_line = text
+        .split_whitespace()
+        .filter(|word| !word.chars().all(|c| c == '#'))
+        .collect::<Vec<_>>()
+        .join(" ");
     if one_line.chars().count() <= max {
         return one_line;
     }
