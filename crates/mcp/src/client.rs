@@ -246,14 +246,17 @@ impl Server {
                 metrics::counter!("herald_mcp_calls_total", "outcome" => "ok").increment(1);
                 Ok(into_output(result))
             }
-            Ok(Err(err)) if connection.is_closed() => {
+            Ok(Err(err)) if err.gone => {
                 metrics::counter!("herald_mcp_calls_total", "outcome" => "crashed").increment(1);
                 Err(McpError::Failed {
                     server: self.name.clone(),
                     reason: self
                         .drop_connection(
                             &connection,
-                            format!("the server went away during the call ({err}); it is started again on next use"),
+                            format!(
+                                "the server went away during the call ({}); it is started again on next use",
+                                err.message
+                            ),
                         )
                         .await
                         .to_string(),
@@ -263,7 +266,7 @@ impl Server {
                 metrics::counter!("herald_mcp_calls_total", "outcome" => "error").increment(1);
                 Err(McpError::Failed {
                     server: self.name.clone(),
-                    reason: err,
+                    reason: err.message,
                 })
             }
             Err(_) => {

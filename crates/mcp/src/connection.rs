@@ -17,7 +17,7 @@ use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -32,6 +32,13 @@ pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Lines of a server's stderr kept for error messages.
 const STDERR_TAIL_LINES: usize = 8;
 const STDERR_LINE_CHARS: usize = 300;
+
+/// Why a call failed, and whether the server went away with it.
+#[derive(Debug)]
+pub struct CallError {
+    pub gone: bool,
+    pub message: String,
+}
 
 /// Why connecting failed, for the operator.
 #[derive(Debug)]
@@ -182,12 +189,16 @@ impl Connection {
             .collect())
     }
 
-    pub async fn call(&self, tool: &str, arguments: Map<String, Value>) -> Result<CallToolResult, String> {
+    /// Calls a tool; the error says whether the connection went away.
+    pub async fn call(&self, tool: &str, arguments: Map<String, Value>) -> Result<CallToolResult, CallError> {
         self.service
             .peer()
             .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
             .await
-            .map_err(|err| err.to_string())
+            .map_err(|err| CallError {
+                gone: matches!(err, ServiceError::TransportClosed | ServiceError::TransportSend(_)) || self.is_closed(),
+                message: err.to_string(),
+            })
     }
 }
 
