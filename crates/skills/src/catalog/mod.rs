@@ -25,6 +25,8 @@ pub use core_skill::{
 };
 pub use discovery::{Diagnostic, DiagnosticKind, Discovery, ReloadReport, ScanLimits, discover};
 pub use gating::{Environment, FixedEnvironment, ProcessEnvironment};
+#[cfg(test)]
+pub use mcp::MAX_MCP_TOOLS_PER_TURN;
 pub use mcp::{McpTable, schema_chars as mcp_schema_chars};
 pub(crate) use paths::{check_relative, resolve_inside};
 pub use prompt::{CATALOG_HEADER, RenderedCatalog, render_catalog, skill_block};
