@@ -155,7 +155,7 @@ async fn reach_mentioned_servers(
 ) -> Vec<String> {
     let mut unreachable = Vec::new();
     for name in parse_mentions(text).names {
-        if !view.mcp_server(&name).is_some_and(|s| !s.eager) {
+        if view.mcp_server(&name).is_none_or(|s| s.eager) {
             continue;
         }
         match catalog.mcp_tools(&name).await {
