@@ -5,7 +5,8 @@ list that changes, a destructive tool, and a read-only tool that shows
 whether two calls ran at the same time.
 
 Side effects are written to the file named by NOTES_FILE, one line per
-effect, so a test can count how often one really ran.
+effect, so a test can count how often one really ran; each process started
+appends its pid to PIDS_FILE, so a test can check that none outlives Herald.
 """
 
 import os
@@ -90,4 +91,7 @@ async def add_tool(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
+    if "PIDS_FILE" in os.environ:
+        with open(os.environ["PIDS_FILE"], "a", encoding="utf-8") as pids:
+            pids.write(f"{os.getpid()}\n")
     server.run("stdio")

@@ -168,11 +168,7 @@ impl Server {
     /// Records a failure, schedules the next try, and says so.
     fn fail(&self, live: &mut Live, reason: String) -> McpError {
         live.failures += 1;
-        let delay = match live.failures {
-            1 => Duration::ZERO,
-            n => Duration::from_secs(1u64 << (n - 2).min(6)).min(MAX_RESTART_DELAY),
-        };
-        live.retry_at = Some(Instant::now() + delay);
+        live.retry_at = Some(Instant::now() + restart_delay(live.failures));
         let stderr = self.stderr.text();
         let reason = if stderr.is_empty() {
             reason
@@ -285,6 +281,15 @@ impl Server {
     }
 }
 
+/// How long to wait before starting a server again after `failures`
+/// failures in a row: nothing after the first, then 1 s doubling to a minute.
+fn restart_delay(failures: u32) -> Duration {
+    match failures {
+        0 | 1 => Duration::ZERO,
+        n => Duration::from_secs(1u64 << (n - 2).min(6)).min(MAX_RESTART_DELAY),
+    }
+}
+
 /// The first sentences of `text` within `max` characters, on one line.
 fn first_sentences(text: &str, max: usize) -> String {
     // Markdown headings are common in instructions; their marks are noise here.
@@ -342,7 +347,16 @@ impl McpServers for McpClient {
 
 #[cfg(test)]
 mod tests {
-    use super::first_sentences;
+    use std::time::Duration;
+
+    use super::{first_sentences, restart_delay};
+
+    #[test]
+    fn restarts_back_off_from_at_once_to_a_minute() {
+        let delays: Vec<u64> = (1..=10).map(|n| restart_delay(n).as_secs()).collect();
+        assert_eq!(delays, [0, 1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(restart_delay(u32::MAX), Duration::from_secs(60));
+    }
 
     #[test]
     fn server_instructions_become_one_short_line() {

@@ -7,7 +7,7 @@ use herald_testkit::Reply;
 use serde_json::json;
 
 use crate::common::reply_texts;
-use crate::{McpHerald, mcp_tools, results};
+use crate::{McpHerald, is_dead, mcp_tools, results};
 
 #[tokio::test]
 async fn a_crash_mid_call_is_not_repeated_and_the_server_comes_back() {
@@ -55,6 +55,12 @@ async fn a_call_that_hangs_times_out_and_the_server_is_restarted() {
         "{hung:?}"
     );
     assert_eq!(results(&requests, 2)[1], "value of after");
+    // The hung server and the one started after it: neither outlives the chat.
+    let pids = setup.server_pids();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    for pid in pids {
+        assert!(is_dead(pid), "server process {pid} outlived Herald");
+    }
 }
 
 #[tokio::test]

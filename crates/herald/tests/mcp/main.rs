@@ -66,7 +66,8 @@ impl McpHerald {
         let yaml = format!(
             "mcp:\n  servers:\n    everything:\n      command: node\n      args: [\"{everything}\", stdio]\n      \
              description: \"{EVERYTHING_DESCRIPTION}\"\n      env: {{PROBE_VAR: probe-value}}\n    faults:\n      \
-             command: \"{python}\"\n      args: [\"{faults}\"]\n      env: {{NOTES_FILE: \"{notes}\"}}\n      \
+             command: \"{python}\"\n      args: [\"{faults}\"]\n      \
+             env: {{NOTES_FILE: \"{notes}\", PIDS_FILE: \"{notes}.pids\"}}\n      \
              elevated: false\n      startup_timeout: 30s\n      call_timeout: 5s\n{faults_extra}",
             everything = everything_js().display(),
             python = python.display(),
@@ -83,6 +84,15 @@ impl McpHerald {
         &self.herald.model
     }
 
+    /// The pids of every fault server process started so far.
+    pub fn server_pids(&self) -> Vec<u32> {
+        std::fs::read_to_string(self.notes.with_extension("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect()
+    }
+
     /// The lines the fault server's side effects wrote.
     pub fn notes(&self) -> Vec<String> {
         std::fs::read_to_string(&self.notes)
@@ -97,6 +107,13 @@ impl McpHerald {
         assert!(output.status.success(), "{}", stderr(&output));
         output
     }
+}
+
+/// Whether process `pid` is gone (or a zombie no one reaped yet).
+pub fn is_dead(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
+    stat.is_empty() || matches!(state, Some("Z" | "X"))
 }
 
 /// The tool results the model was shown in request `index`.
