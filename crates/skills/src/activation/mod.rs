@@ -2,6 +2,10 @@
 //! `/name` requests and trigger patterns activate skills within caps, and
 //! each turn's prompt gets the catalog and the active bodies.
 //!
+//! MCP servers share the catalog and the active set: an active server (or
+//! an eager one) brings its tools to the turn instead of a body, its tool
+//! schemas counted against the same caps and the per-turn bound.
+//!
 //! Architecture invariant: a body reaches the prompt only for a skill this
 //! sender may see ([`TurnView`]); skills hidden from one sender stay active
 //! for the others in a shared conversation, unrendered here.
@@ -97,7 +101,9 @@ pub(crate) async fn prepare_turn(
             ),
             text: rendered.text,
         });
-        preparation.sections.extend(active_section(&active, &view, caps));
+        if !view.eager {
+            preparation.sections.extend(active_section(&active, &view, caps));
+        }
     }
     preparation.tools = catalog.tools(&view);
     preparation
