@@ -244,7 +244,7 @@ fn hide_values(message: &str, read: &[(String, String)]) -> String {
 }
 
 /// Keys whose values are credentials.
-const SECRET_KEYS: [&str; 7] = [
+const SECRET_KEYS: [&str; 9] = [
     "api_key",
     "token",
     "bot_token",
@@ -252,6 +252,9 @@ const SECRET_KEYS: [&str; 7] = [
     "signing_secret",
     "secret",
     "password",
+    // An MCP server's `headers`.
+    "Authorization",
+    "authorization",
 ];
 
 /// The keys of `text` that hold a secret written out in the file rather
