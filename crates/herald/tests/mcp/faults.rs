@@ -3,10 +3,11 @@
 //! each case the turn ends with an answer, the server is started again on
 //! next use, and nothing is repeated that must not be.
 
-use herald_testkit::Reply;
+use herald_testkit::{Reply, ScriptedModel};
 use serde_json::json;
+use tokio::io::AsyncWriteExt;
 
-use crate::common::reply_texts;
+use crate::common::{reply_texts, stderr};
 use crate::{McpHerald, is_dead, mcp_tools, results};
 
 #[tokio::test]
@@ -113,4 +114,33 @@ async fn a_changed_tool_list_is_picked_up() {
         mcp_tools(&requests[2])
     );
     assert_eq!(results(&requests, 3), ["fresh and new"]);
+}
+
+#[tokio::test]
+async fn a_side_effect_is_not_repeated_when_herald_dies_and_the_task_is_retried() {
+    let setup = McpHerald::with_top_level(ScriptedModel::start().await, "", "queue:\n  lease: 1s\n");
+    let note = json!({"text": "once"});
+    setup
+        .model()
+        .push(Reply::tool_call("mcp__faults__append_note", note.clone()));
+    setup.model().push(Reply::Hang);
+    let mut child = setup.herald.spawn_chat("owner");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"$faults note once\n").await.unwrap();
+    // The note is written and the model is thinking about it: Herald dies.
+    setup.model().wait_for_requests(2).await;
+    child.start_kill().unwrap();
+    let killed = child.wait_with_output().await.unwrap();
+    assert!(reply_texts(&killed).is_empty());
+    assert_eq!(setup.notes(), ["once"]);
+    setup.model().release();
+
+    // The retried task makes the same call; its record answers it.
+    setup.model().push(Reply::tool_call("mcp__faults__append_note", note));
+    setup.model().push(Reply::text("noted"));
+    let restarted = setup.herald.chat("owner", "").await;
+    assert_eq!(reply_texts(&restarted), ["noted"], "{}", stderr(&restarted));
+    assert_eq!(setup.notes(), ["once"], "the side effect ran again after the retry");
+    let requests = setup.model().requests();
+    assert_eq!(results(&requests, requests.len() - 1), ["noted once"]);
 }

@@ -60,6 +60,11 @@ impl McpHerald {
     }
 
     pub fn with_model(model: ScriptedModel, faults_extra: &str) -> Self {
+        Self::with_top_level(model, faults_extra, "")
+    }
+
+    /// With `top_level` YAML after the `mcp` section (other sections).
+    pub fn with_top_level(model: ScriptedModel, faults_extra: &str, top_level: &str) -> Self {
         let notes_dir = tempfile::tempdir().unwrap().keep();
         let notes = notes_dir.join("notes");
         let (python, faults) = python_and_faults();
@@ -68,7 +73,7 @@ impl McpHerald {
              description: \"{EVERYTHING_DESCRIPTION}\"\n      env: {{PROBE_VAR: probe-value}}\n    faults:\n      \
              command: \"{python}\"\n      args: [\"{faults}\"]\n      \
              env: {{NOTES_FILE: \"{notes}\", PIDS_FILE: \"{notes}.pids\"}}\n      \
-             elevated: false\n      startup_timeout: 30s\n      call_timeout: 5s\n{faults_extra}",
+             elevated: false\n      startup_timeout: 30s\n      call_timeout: 5s\n{faults_extra}{top_level}",
             everything = everything_js().display(),
             python = python.display(),
             faults = faults.display(),
