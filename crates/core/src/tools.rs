@@ -132,6 +132,14 @@ pub trait Toolbox: Send + Sync {
     fn repeat_budget(&self, _tool: &str, default: u32) -> u32 {
         default
     }
+
+    /// The tools for the rest of a turn after a round of calls named
+    /// `called`, when those calls changed what this sender is offered (a
+    /// skill activated mid-turn offers its tools from the next step);
+    /// `None` keeps the tools as they are.
+    async fn tools_after_round(&self, _scope: &TurnScope, _called: &[String]) -> Option<Vec<ToolSpec>> {
+        None
+    }
 }
 
 /// A toolbox with no tools: the agent is a plain chat model.

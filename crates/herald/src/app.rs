@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use herald_agent::{Agent, AgentParts, ContextWindow, TurnLimits};
 use herald_core::{Admins, ChatModel, Clock, Outbound, SystemClock, Toolbox};
+use herald_mcp::McpClient;
 use herald_schedule::{Scheduler, Schedules};
 use herald_skills::SkillToolbox;
 use herald_store::Storage;
@@ -21,6 +22,9 @@ pub struct App {
     pub clock: Arc<dyn Clock>,
     /// Per-turn limits, with the model's context window as found at start.
     pub limits: TurnLimits,
+    /// The configured MCP servers, started when first needed and shared by
+    /// every toolbox of the process.
+    pub mcp: Arc<McpClient>,
 }
 
 /// rustls needs one process-wide crypto provider; the tree could bring two.
@@ -57,12 +61,14 @@ impl App {
             answer_tokens: config.llm.max_tokens,
             max_prompt_chars: config.llm.context_chars,
         };
+        let mcp = Arc::new(McpClient::new(&config.mcp));
         Ok(Self {
             config,
             storage,
             model,
             clock,
             limits,
+            mcp,
         })
     }
 
@@ -82,18 +88,22 @@ impl App {
 
     /// The skill registry for this process, sending through `outbound`.
     pub async fn skills(&self, outbound: Outbound) -> Result<Arc<SkillToolbox>> {
-        let toolbox = SkillToolbox::builder(
+        let mut builder = SkillToolbox::builder(
             self.config.skills.clone(),
             self.storage.conversations(),
             self.limits.prompt_chars(),
-        )
-        .outbound(outbound)
-        .admins(Admins::new(self.config.admins.iter().cloned()))
-        .clock(self.clock.clone())
-        .skills(schedule_skills(self.schedules(), self.storage.conversations()))
-        .build()
-        .await
-        .context("loading skills")?;
+        );
+        if !self.mcp.is_empty() {
+            builder = builder.mcp(self.mcp.clone());
+        }
+        let toolbox = builder
+            .outbound(outbound)
+            .admins(Admins::new(self.config.admins.iter().cloned()))
+            .clock(self.clock.clone())
+            .skills(schedule_skills(self.schedules(), self.storage.conversations()))
+            .build()
+            .await
+            .context("loading skills")?;
         Ok(Arc::new(toolbox))
     }
 
@@ -117,6 +127,12 @@ impl App {
             origin: herald_core::TurnOrigin::Person,
         };
         Ok(toolbox.prepare(&scope, None).await.tools)
+    }
+
+    /// Stops every MCP server this process started.
+    pub async fn close(&self) {
+        self.mcp.shutdown().await;
+        self.storage.close().await;
     }
 
     /// Schedules in this process's database.

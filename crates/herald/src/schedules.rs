@@ -111,6 +111,14 @@ impl Toolbox for ScheduleCommands {
     fn parallel_safe(&self, tool: &str) -> bool {
         self.inner.parallel_safe(tool)
     }
+
+    fn repeat_budget(&self, tool: &str, default: u32) -> u32 {
+        self.inner.repeat_budget(tool, default)
+    }
+
+    async fn tools_after_round(&self, scope: &TurnScope, called: &[String]) -> Option<Vec<herald_core::ToolSpec>> {
+        self.inner.tools_after_round(scope, called).await
+    }
 }
 
 #[cfg(test)]

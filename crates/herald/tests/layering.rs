@@ -15,6 +15,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("channels", &["herald-core"]),
     ("testkit", &["herald-core"]),
     ("schedule", &["herald-core"]),
+    ("mcp", &["herald-core"]),
 ];
 
 /// Names of `herald-*` crates listed under `[dependencies]` of a manifest.

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use herald_core::{
-    Admins, Clock, ConversationStore, Outbound, SystemClock, ToolCall, ToolOutput, Toolbox, TurnPreparation, TurnScope,
+    Admins, Clock, ConversationStore, McpServers, Outbound, SystemClock, ToolCall, ToolOutput, ToolSpec, Toolbox,
+    TurnPreparation, TurnScope,
 };
 
 use crate::activation;
@@ -51,6 +52,7 @@ pub struct SkillToolboxBuilder {
     clock: Arc<dyn Clock>,
     environment: Arc<dyn Environment>,
     extra: Vec<Arc<dyn CoreSkill>>,
+    mcp: Option<Arc<dyn McpServers>>,
 }
 
 impl SkillToolboxBuilder {
@@ -84,6 +86,13 @@ impl SkillToolboxBuilder {
         self
     }
 
+    /// The configured MCP servers: each is listed and activated like a
+    /// skill, and its tools run under the registry's policy.
+    pub fn mcp(mut self, servers: Arc<dyn McpServers>) -> Self {
+        self.mcp = Some(servers);
+        self
+    }
+
     /// Registers several core skills, as [`SkillToolboxBuilder::skill`] does.
     pub fn skills(mut self, skills: impl IntoIterator<Item = Arc<dyn CoreSkill>>) -> Self {
         self.extra.extend(skills);
@@ -99,6 +108,7 @@ impl SkillToolboxBuilder {
             outbound: self.outbound,
             clock: self.clock,
             caps,
+            mcp: self.mcp,
         });
         let core = core_skills().into_iter().chain(self.extra).collect();
         let catalog = Arc::new(Catalog::new(Arc::clone(&services), self.environment, core));
@@ -138,6 +148,7 @@ impl SkillToolbox {
             clock: Arc::new(SystemClock),
             environment: Arc::new(ProcessEnvironment),
             extra: Vec::new(),
+            mcp: None,
         }
     }
 
@@ -162,7 +173,22 @@ impl SkillToolbox {
 
     /// Every skill with its state; admins also see elevated ones.
     pub fn list(&self, is_admin: bool) -> Vec<SkillEntry> {
-        self.catalog.read().entries(is_admin)
+        self.catalog.entries(is_admin)
+    }
+
+    /// Connects to every configured MCP server and lists its tools (for
+    /// `herald doctor` and `herald skills list`): each server's name with
+    /// its tools' names, or why it could not be reached.
+    pub async fn reach_mcp_servers(&self) -> Vec<(String, Result<Vec<String>, String>)> {
+        let mut reached = Vec::new();
+        for server in self.catalog.mcp_servers() {
+            let tools = match self.catalog.mcp_tools(&server.name).await {
+                Ok(tools) => Ok(tools.iter().map(|t| t.spec().name.to_string()).collect()),
+                Err(err) => Err(err.to_string()),
+            };
+            reached.push((server.name, tools));
+        }
+        reached
     }
 
     /// What the last scan skipped, shadowed or ignored.
@@ -222,6 +248,15 @@ impl Toolbox for SkillToolbox {
             Some(policy) if policy.research => default.saturating_mul(RESEARCH_REPEAT_FACTOR),
             _ => default,
         }
+    }
+
+    async fn tools_after_round(&self, scope: &TurnScope, called: &[String]) -> Option<Vec<ToolSpec>> {
+        // Only an activation changes what is offered within a turn: an MCP
+        // server activated by the model brings its tools to the next step.
+        if !called.iter().any(|name| name == crate::execution::ACTIVATE_SKILL) || self.services.mcp.is_none() {
+            return None;
+        }
+        Some(activation::tools_now(&self.catalog, &self.services, scope, self.is_admin(scope)).await)
     }
 }
 

@@ -156,6 +156,11 @@ pub async fn run_turn(
                 if turn.rounds.len() as u32 >= request.limits.max_tool_iterations || tripped {
                     turn.tools = Vec::new();
                     turn.tools_over = true;
+                } else {
+                    let called: Vec<String> = calls.iter().map(|call| call.name.clone()).collect();
+                    if let Some(tools) = toolbox.tools_after_round(request.scope, &called).await {
+                        turn.tools = tools;
+                    }
                 }
             }
         }

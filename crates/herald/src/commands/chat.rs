@@ -49,7 +49,7 @@ pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode
     // lease back and the store closes before the command returns.
     let result = converse(&app, &user, &filter, &interrupted, &mut finished).await;
     pool.shutdown(app.config.agent.drain_timeout).await;
-    app.storage.close().await;
+    app.close().await;
     result.map(|()| ExitCode::SUCCESS)
 }
 

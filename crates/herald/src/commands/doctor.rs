@@ -81,8 +81,27 @@ pub async fn doctor(config_path: &Path, loaded: Result<Config, ConfigError>) -> 
                 Ok(app) => app.offered_tools().await,
                 Err(err) => Err(anyhow::anyhow!("{err:#}")),
             };
+            // Each MCP server is started (or reached) and lists its tools.
+            if let Ok(app) = &app
+                && !app.mcp.is_empty()
+            {
+                match app.skills(herald_core::Outbound::new()).await {
+                    Ok(toolbox) => {
+                        for (server, tools) in toolbox.reach_mcp_servers().await {
+                            let item = format!("mcp server {server}");
+                            match tools {
+                                Ok(tools) => {
+                                    report(true, &item, format!("{} tools: {}", tools.len(), tools.join(", ")))
+                                }
+                                Err(err) => report(false, &item, err),
+                            }
+                        }
+                    }
+                    Err(err) => report(false, "mcp servers", format!("{err:#}")),
+                }
+            }
             if let Ok(app) = app {
-                app.storage.close().await;
+                app.close().await;
             }
             tools
         }

@@ -127,7 +127,7 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
     if let Some(observability) = observability {
         let _ = observability.await;
     }
-    app.storage.close().await;
+    app.close().await;
     info!("stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -47,10 +47,13 @@ pub async fn skills(app: App, command: SkillsCommand) -> Result<ExitCode> {
     let toolbox = app.skills(Outbound::new()).await?;
     let code = match command {
         SkillsCommand::List => {
+            // The operator sees each MCP server's tools: servers are reached first.
+            toolbox.reach_mcp_servers().await;
             print!("{}", format_list(&toolbox.list(true), &toolbox.diagnostics()));
             ExitCode::SUCCESS
         }
         SkillsCommand::Info { name } => {
+            toolbox.reach_mcp_servers().await;
             print!("{}", format_info(&toolbox.info(&name, true)?));
             ExitCode::SUCCESS
         }
@@ -81,6 +84,6 @@ pub async fn skills(app: App, command: SkillsCommand) -> Result<ExitCode> {
         }
         SkillsCommand::Validate { .. } => unreachable!("validated without configuration"),
     };
-    app.storage.close().await;
+    app.close().await;
     Ok(code)
 }

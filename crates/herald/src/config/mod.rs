@@ -12,6 +12,7 @@ use herald_channels::access::AccessConfig;
 use herald_channels::config::ChannelsConfig;
 use herald_core::ActorId;
 use herald_llm::LlmConfig;
+use herald_mcp::McpConfig;
 use herald_schedule::{HeartbeatConfig, ScheduleConfig};
 use herald_skills::SkillsConfig;
 use herald_store::{QueueConfig, StorageConfig};
@@ -33,6 +34,9 @@ pub struct Config {
     pub admins: Vec<ActorId>,
     #[serde(default)]
     pub skills: SkillsConfig,
+    /// MCP servers, offered as skills.
+    #[serde(default)]
+    pub mcp: McpConfig,
     #[serde(default)]
     pub access: AccessConfig,
     #[serde(default)]
@@ -184,6 +188,14 @@ impl Config {
             key: Some(key.to_owned()),
             message,
         })?;
+        if let Some((key, message)) = config.mcp.problems().into_iter().next() {
+            return Err(ConfigError {
+                file: path.to_owned(),
+                line: line_of_key(text, &key),
+                key: Some(key),
+                message,
+            });
+        }
         Ok(config)
     }
 
@@ -248,7 +260,7 @@ fn hide_values(message: &str, read: &[(String, String)]) -> String {
 }
 
 /// Keys whose values are credentials.
-const SECRET_KEYS: [&str; 7] = [
+const SECRET_KEYS: [&str; 9] = [
     "api_key",
     "token",
     "bot_token",
@@ -256,6 +268,9 @@ const SECRET_KEYS: [&str; 7] = [
     "signing_secret",
     "secret",
     "password",
+    // An MCP server's `headers`.
+    "Authorization",
+    "authorization",
 ];
 
 /// The keys of `text` that hold a secret written out in the file rather

@@ -157,6 +157,9 @@ fn secrets_written_into_the_file_are_found() {
     let text = "llm:\n  api_key: sk-literal # oops\n  model: gpt\nchannels:\n  telegram:\n    token: \"${TELEGRAM_BOT_TOKEN}\"\n  email:\n    imap:\n      password: 'hunter2'\n    smtp:\n      password: \"\"\n";
     assert_eq!(exposed_secrets(text), ["llm.api_key", "channels.email.imap.password"]);
     assert!(exposed_secrets("llm:\n  api_key: \"${KEY}\"\n").is_empty());
+    let mcp = "mcp:\n  servers:\n    tracker:\n      url: https://h/mcp\n      headers:\n        Authorization: \"Bearer abc\"\n";
+    assert_eq!(exposed_secrets(mcp), ["mcp.servers.tracker.headers.Authorization"]);
+    assert!(exposed_secrets(&mcp.replace("Bearer abc", "Bearer ${TOKEN}")).is_empty());
 }
 
 #[test]

@@ -82,6 +82,7 @@ async fn fixture() -> Fixture {
         store: storage.conversations(),
         outbound: Outbound::new(),
         clock: clock.clone(),
+        mcp: None,
     };
     Fixture {
         schedules: Schedules::new(storage.schedules(), clock),

@@ -2,6 +2,10 @@
 //! `/name` requests and trigger patterns activate skills within caps, and
 //! each turn's prompt gets the catalog and the active bodies.
 //!
+//! MCP servers share the catalog and the active set: an active server (or
+//! an eager one) brings its tools to the turn instead of a body, its tool
+//! schemas counted against the same caps and the per-turn bound.
+//!
 //! Architecture invariant: a body reaches the prompt only for a skill this
 //! sender may see ([`TurnView`]); skills hidden from one sender stay active
 //! for the others in a shared conversation, unrendered here.
@@ -29,7 +33,7 @@ pub(crate) async fn prepare_turn(
     is_admin: bool,
     user_text: Option<&str>,
 ) -> TurnPreparation {
-    let view = catalog.view(is_admin);
+    let mut view = catalog.view(is_admin);
     let store = services.store.as_ref();
     let conversation = &scope.conversation.id;
     let mut preparation = TurnPreparation::default();
@@ -43,11 +47,24 @@ pub(crate) async fn prepare_turn(
     {
         // Skills that are gone or switched off leave the set; skills this
         // sender may not see stay active for the others, unrendered here.
+        let servers: Vec<String> = catalog.mcp_servers().into_iter().map(|s| s.name).collect();
         let registry = catalog.read();
-        active.retain(|name| registry.agent_skill(name.as_str()).is_some() && registry.is_enabled(name));
+        active.retain(|name| {
+            let known = registry.agent_skill(name.as_str()).is_some() || servers.iter().any(|s| s == name.as_str());
+            known && registry.is_enabled(name)
+        });
     }
     if let Some(text) = user_text {
-        activate_from_text(catalog, services, text, &view, &mut active, &mut preparation.notices);
+        let unreachable = reach_mentioned_servers(catalog, text, &mut view, &mut preparation.notices).await;
+        activate_from_text(
+            catalog,
+            services,
+            text,
+            &view,
+            &unreachable,
+            &mut active,
+            &mut preparation.notices,
+        );
         if let Some(request) = parse_slash(text)
             && let Some(skill) = view.get(request.name)
         {
@@ -61,14 +78,21 @@ pub(crate) async fn prepare_turn(
     }
 
     let caps = &services.caps;
+    let servers_to_activate: Vec<(&str, &str)> = view
+        .mcp
+        .iter()
+        .filter(|s| !s.eager)
+        .map(|s| (s.name.as_str(), s.description.as_str()))
+        .collect();
     if view.eager {
         preparation.sections.extend(eager_section(&view, caps));
-    } else if !view.visible.is_empty() {
-        let entries: Vec<(&str, &str)> = view
-            .visible
-            .iter()
-            .map(|s| (s.name.as_str(), s.description()))
-            .collect();
+    }
+    if (!view.eager && !view.visible.is_empty()) || !servers_to_activate.is_empty() {
+        let mut entries: Vec<(&str, &str)> = Vec::new();
+        if !view.eager {
+            entries.extend(view.visible.iter().map(|s| (s.name.as_str(), s.description())));
+        }
+        entries.extend(servers_to_activate);
         let rendered = render_catalog(&entries, services.config.catalog_chars);
         preparation.sections.push(PromptSection {
             label: format!(
@@ -77,10 +101,81 @@ pub(crate) async fn prepare_turn(
             ),
             text: rendered.text,
         });
-        preparation.sections.extend(active_section(&active, &view, caps));
+        if !view.eager {
+            preparation.sections.extend(active_section(&active, &view, caps));
+        }
     }
     preparation.tools = catalog.tools(&view);
     preparation
+        .tools
+        .extend(mcp_turn_tools(catalog, services, &view, &active).await);
+    preparation
+}
+
+/// The tools of a turn after calls that may have activated something: the
+/// core skills and the MCP tools for the conversation's active set now.
+pub(crate) async fn tools_now(
+    catalog: &Catalog,
+    services: &Services,
+    scope: &TurnScope,
+    is_admin: bool,
+) -> Vec<herald_core::ToolSpec> {
+    let view = catalog.view(is_admin);
+    let active = load_active(services.store.as_ref(), &scope.conversation.id)
+        .await
+        .unwrap_or_default();
+    let mut tools = catalog.tools(&view);
+    tools.extend(mcp_turn_tools(catalog, services, &view, &active).await);
+    tools
+}
+
+/// The MCP tools offered this turn: eager servers' first, then active
+/// servers' (the most recently used first), within the caps' characters
+/// and the per-turn tool count.
+async fn mcp_turn_tools(
+    catalog: &Catalog,
+    services: &Services,
+    view: &TurnView,
+    active: &ActiveSkills,
+) -> Vec<herald_core::ToolSpec> {
+    let mut servers: Vec<String> = view.mcp.iter().filter(|s| s.eager).map(|s| s.name.clone()).collect();
+    for name in active.names().iter().rev() {
+        if view.mcp_server(name.as_str()).is_some_and(|s| !s.eager) {
+            servers.push(name.to_string());
+        }
+    }
+    if servers.is_empty() {
+        return Vec::new();
+    }
+    catalog.mcp_tool_specs(&servers, services.caps.max_chars).await
+}
+
+/// Reaches the MCP servers `$mentioned` in `text`, so their size is known
+/// before they are activated. Returns the ones that could not be reached,
+/// each with a notice saying why.
+async fn reach_mentioned_servers(
+    catalog: &Catalog,
+    text: &str,
+    view: &mut TurnView,
+    notices: &mut Vec<String>,
+) -> Vec<String> {
+    let mut unreachable = Vec::new();
+    for name in parse_mentions(text).names {
+        if view.mcp_server(&name).is_none_or(|s| s.eager) {
+            continue;
+        }
+        match catalog.mcp_tools(&name).await {
+            Ok(_) => {
+                let size = catalog.mcp_size(&name);
+                view.mcp_sizes.insert(name, size);
+            }
+            Err(err) => {
+                notices.push(format!("MCP server `{name}` was not activated: {err}."));
+                unreachable.push(name);
+            }
+        }
+    }
+    unreachable
 }
 
 /// Activates `name` in `conversation` within the caps, and saves.
@@ -91,7 +186,7 @@ pub(crate) async fn activate_in_conversation(
     name: &SkillName,
 ) -> Result<Activation, SkillError> {
     let mut active = load_active(services.store.as_ref(), conversation).await?;
-    let size = |n: &SkillName| view.get(n.as_str()).map_or(0, |s| s.document.body_chars());
+    let size = |n: &SkillName| view.size_of(n);
     let outcome = active.activate(name, size, &services.caps);
     if !matches!(outcome, Activation::Refused(_)) {
         save_active(services.store.as_ref(), conversation, &active).await?;
@@ -126,19 +221,32 @@ fn activate_from_text(
     services: &Services,
     text: &str,
     view: &TurnView,
+    unreachable: &[String],
     active: &mut ActiveSkills,
     notices: &mut Vec<String>,
 ) {
     let caps = services.caps;
-    let size = |n: &SkillName| view.get(n.as_str()).map_or(0, |s| s.document.body_chars());
+    let size = |n: &SkillName| view.size_of(n);
     let mentions = parse_mentions(text);
     for name in &mentions.names {
-        match view.get(name) {
-            Some(skill) => {
+        if unreachable.contains(name) {
+            continue;
+        }
+        let server = view
+            .mcp_server(name)
+            .and_then(|server| SkillName::new(server.name.clone()).ok().map(|n| (n, server.eager)));
+        match (view.get(name), server) {
+            (Some(skill), _) => {
                 let outcome = active.activate(&skill.name, size, &caps);
                 notices.extend(outcome.notice(&skill.name));
             }
-            None => {
+            // An eager server's tools are offered anyway.
+            (None, Some((_, true))) => {}
+            (None, Some((server, false))) => {
+                let outcome = active.activate(&server, size, &caps);
+                notices.extend(outcome.notice(&server));
+            }
+            (None, None) => {
                 let hidden = catalog.read().hidden(name, view.is_admin).unwrap_or(Hidden::Unknown);
                 notices.push(hidden_notice(name, &hidden, view.is_admin));
             }

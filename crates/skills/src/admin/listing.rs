@@ -21,7 +21,12 @@ pub fn format_list(entries: &[SkillEntry], diagnostics: &[Diagnostic]) -> String
         return "No skills.".into();
     }
     let mut out = String::new();
-    for (kind, title) in [(SkillKind::Agent, "Skills"), (SkillKind::Core, "Core tools")] {
+    for (kind, title) in [
+        (SkillKind::Agent, "Skills"),
+        (SkillKind::McpServer, "MCP servers"),
+        (SkillKind::McpTool, "MCP tools"),
+        (SkillKind::Core, "Core tools"),
+    ] {
         let group: Vec<&SkillEntry> = entries.iter().filter(|e| e.kind == kind).collect();
         if group.is_empty() {
             continue;
@@ -37,6 +42,9 @@ pub fn format_list(entries: &[SkillEntry], diagnostics: &[Diagnostic]) -> String
             }
             if entry.elevated {
                 flags.push("admins only".into());
+            }
+            if !entry.detail.is_empty() {
+                flags.push(entry.detail.clone());
             }
             out.push_str(&format!(
                 "- {} [{}]: {}\n",
@@ -74,10 +82,15 @@ pub fn format_info(info: &SkillInfo) -> String {
             match entry.kind {
                 SkillKind::Agent => "skill",
                 SkillKind::Core => "core tool",
+                SkillKind::McpServer => "MCP server",
+                SkillKind::McpTool => "MCP tool",
             }
         ),
         format!("State: {}", entry.state()),
     ];
+    if !entry.detail.is_empty() {
+        lines.push(format!("Status: {}", entry.detail));
+    }
     if !entry.unavailable.is_empty() {
         lines.push(format!("Unavailable: {}", entry.unavailable));
     }

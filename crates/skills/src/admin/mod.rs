@@ -44,13 +44,12 @@ pub(crate) async fn answer(
     }
     match command {
         SkillCommand::List => {
-            let registry = catalog.read();
             let diagnostics = if is_admin {
-                registry.diagnostics().to_vec()
+                catalog.read().diagnostics().to_vec()
             } else {
                 Vec::new()
             };
-            format_list(&registry.entries(is_admin), &diagnostics)
+            format_list(&catalog.entries(is_admin), &diagnostics)
         }
         SkillCommand::Info(name) => match info(catalog, &name, is_admin) {
             Ok(info) => format_info(&info),
@@ -69,12 +68,12 @@ pub(crate) async fn answer(
 
 /// Everything `/skills info NAME` shows, for this sender.
 pub(crate) fn info(catalog: &Catalog, name: &str, is_admin: bool) -> Result<SkillInfo, SkillError> {
-    let registry = catalog.read();
-    let entry = registry
+    let entry = catalog
         .entries(is_admin)
         .into_iter()
         .find(|e| e.name.as_str() == name)
         .ok_or_else(|| SkillError::NotFound(name.to_owned()))?;
+    let registry = catalog.read();
     let agent = registry.agent_skill(name).filter(|_| entry.kind == SkillKind::Agent);
     Ok(SkillInfo {
         license: agent.and_then(|s| s.document.license.clone()),

@@ -9,7 +9,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use herald_core::{ConversationId, ConversationRef, ConversationStore, Outbound, ToolOutput, TurnScope};
+use herald_core::{
+    ConversationId, ConversationRef, ConversationStore, McpServerInfo, McpServers, Outbound, ToolOutput, TurnScope,
+};
 use serde_json::Value;
 
 use crate::catalog::Skill;
@@ -43,12 +45,17 @@ pub struct SkillSpec {
     pub policy: Policy,
 }
 
-/// What a turn may see: the Agent Skills this sender may use.
+/// What a turn may see: the Agent Skills and MCP servers this sender may use.
 #[derive(Clone, Debug, Default)]
 pub struct TurnView {
     pub visible: Vec<Arc<Skill>>,
     pub is_admin: bool,
     pub eager: bool,
+    /// MCP servers this sender may use.
+    pub mcp: Vec<McpServerInfo>,
+    /// Schema characters of each MCP server's tools, where known: what an
+    /// active server costs against the caps.
+    pub mcp_sizes: std::collections::BTreeMap<String, usize>,
 }
 
 impl TurnView {
@@ -59,6 +66,30 @@ impl TurnView {
     pub fn names(&self) -> Vec<Value> {
         self.visible.iter().map(|s| Value::from(s.name.as_str())).collect()
     }
+
+    pub fn mcp_server(&self, name: &str) -> Option<&McpServerInfo> {
+        self.mcp.iter().find(|s| s.name == name)
+    }
+
+    /// Names `activate_skill` accepts: skills, then MCP servers that need activation.
+    pub fn activatable_names(&self) -> Vec<Value> {
+        let mut names = self.names();
+        names.extend(
+            self.mcp
+                .iter()
+                .filter(|s| !s.eager)
+                .map(|s| Value::from(s.name.as_str())),
+        );
+        names
+    }
+
+    /// What an active skill or server takes of the caps' characters.
+    pub fn size_of(&self, name: &SkillName) -> usize {
+        match self.get(name.as_str()) {
+            Some(skill) => skill.document.body_chars(),
+            None => self.mcp_sizes.get(name.as_str()).copied().unwrap_or(0),
+        }
+    }
 }
 
 /// What every skill can reach while it runs.
@@ -68,6 +99,8 @@ pub struct Services {
     pub outbound: Outbound,
     pub clock: Arc<dyn herald_core::Clock>,
     pub caps: CapLimits,
+    /// The configured MCP servers, when there are any.
+    pub mcp: Option<Arc<dyn McpServers>>,
 }
 
 impl std::fmt::Debug for Services {
@@ -120,22 +153,31 @@ pub trait CoreSkill: Send + Sync {
     /// or what they refer to) voids the approval. The default names the
     /// skill and lists the arguments as JSON, one per line.
     fn describe_call(&self, _view: &TurnView, arguments: &Value) -> String {
-        let mut text = format!("Confirm: Herald wants to run `{}`.", self.spec().name);
-        match arguments.as_object() {
-            Some(fields) if !fields.is_empty() => {
-                text.push_str("\nArguments:");
-                let mut keys: Vec<&String> = fields.keys().collect();
-                keys.sort();
-                for key in keys {
-                    text.push_str(&format!("\n- {}: {}", quoted(key), quoted(&fields[key].to_string())));
-                }
-            }
-            _ => text.push_str("\nArguments: none"),
-        }
-        text
+        describe_arguments(
+            &format!("Confirm: Herald wants to run `{}`.", self.spec().name),
+            arguments,
+        )
     }
 
     async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError>;
+}
+
+/// `first_line`, then every argument whole, one per line, sorted by name
+/// and quoted so that no argument can forge a line of the question.
+pub fn describe_arguments(first_line: &str, arguments: &Value) -> String {
+    let mut text = first_line.to_owned();
+    match arguments.as_object() {
+        Some(fields) if !fields.is_empty() => {
+            text.push_str("\nArguments:");
+            let mut keys: Vec<&String> = fields.keys().collect();
+            keys.sort();
+            for key in keys {
+                text.push_str(&format!("\n- {}: {}", quoted(key), quoted(&fields[key].to_string())));
+            }
+        }
+        _ => text.push_str("\nArguments: none"),
+    }
+    text
 }
 
 /// The conversation a call acts on (sends to, schedules into): the caller's

@@ -9,6 +9,7 @@
 mod core_skill;
 mod discovery;
 mod gating;
+mod mcp;
 mod paths;
 mod prompt;
 mod registry;
@@ -19,9 +20,14 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use herald_core::{Timestamp, ToolSpec};
 
-pub use core_skill::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView, quoted, target_conversation};
+pub use core_skill::{
+    CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView, describe_arguments, quoted, target_conversation,
+};
 pub use discovery::{Diagnostic, DiagnosticKind, Discovery, ReloadReport, ScanLimits, discover};
 pub use gating::{Environment, FixedEnvironment, ProcessEnvironment};
+#[cfg(test)]
+pub use mcp::MAX_MCP_TOOLS_PER_TURN;
+pub use mcp::{McpTable, schema_chars as mcp_schema_chars};
 pub(crate) use paths::{check_relative, resolve_inside};
 pub use prompt::{CATALOG_HEADER, RenderedCatalog, render_catalog, skill_block};
 pub use registry::{Hidden, SkillEntry, SkillKind, SkillRegistry};
@@ -40,6 +46,8 @@ pub(crate) struct Catalog {
     registry: RwLock<SkillRegistry>,
     last_scan: Mutex<Option<Timestamp>>,
     scanning: tokio::sync::Mutex<()>,
+    /// MCP tools seen in the servers' latest listings, by Herald's name.
+    mcp_table: RwLock<McpTable>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -63,6 +71,7 @@ impl Catalog {
             registry: RwLock::new(registry),
             last_scan: Mutex::new(None),
             scanning: tokio::sync::Mutex::new(()),
+            mcp_table: RwLock::new(McpTable::new()),
         }
     }
 
@@ -122,7 +131,14 @@ impl Catalog {
 
     /// The Agent Skills a sender may use this turn.
     pub fn view(&self, is_admin: bool) -> TurnView {
-        self.read().view(is_admin, self.services.config.eager)
+        let mut view = self.read().view(is_admin, self.services.config.eager);
+        view.mcp = self.visible_mcp_servers(is_admin);
+        view.mcp_sizes = view
+            .mcp
+            .iter()
+            .map(|server| (server.name.clone(), self.mcp_size(&server.name)))
+            .collect();
+        view
     }
 
     /// The core skills offered to this view, with their schemas for it.
@@ -142,23 +158,35 @@ impl Catalog {
             .collect()
     }
 
-    /// The core skill `name` and whether it is switched on.
+    /// The core skill `name` (an MCP tool included, when listed before) and
+    /// whether it is switched on; an MCP tool is on when its server and the
+    /// tool both are.
     pub fn core(&self, name: &str) -> Option<(Arc<dyn CoreSkill>, bool)> {
         let registry = self.read();
-        registry
-            .core(name)
-            .map(|skill| (Arc::clone(skill), registry.is_enabled(&skill.spec().name)))
+        if let Some(skill) = registry.core(name) {
+            return Some((Arc::clone(skill), registry.is_enabled(&skill.spec().name)));
+        }
+        let tool = self.mcp_tool(name)?;
+        let server_on = SkillName::new(tool.server()).is_ok_and(|server| registry.is_enabled(&server));
+        let enabled = server_on && registry.is_enabled(&tool.spec().name);
+        Some((tool as Arc<dyn CoreSkill>, enabled))
     }
 
     pub fn policy(&self, tool: &str) -> Option<Policy> {
-        self.read().core(tool).map(|skill| skill.spec().policy)
+        if let Some(skill) = self.read().core(tool) {
+            return Some(skill.spec().policy);
+        }
+        self.mcp_tool(tool).map(|tool| tool.spec().policy)
     }
 
     /// Switches a skill on or off, in the store and at once in this process.
     pub async fn set_enabled(&self, name: &str, enabled: bool) -> Result<SkillName, SkillError> {
         let name = {
             let registry = self.read();
-            if !registry.contains(name) {
+            let mcp_server = self.mcp_servers().iter().any(|server| server.name == name);
+            let mcp_tool = herald_core::mcp::server_of_tool(name)
+                .is_some_and(|server| self.mcp_servers().iter().any(|s| s.name == server));
+            if !registry.contains(name) && !mcp_server && !mcp_tool {
                 return Err(SkillError::NotFound(name.to_owned()));
             }
             SkillName::new(name).map_err(SkillError::InvalidArguments)?

@@ -18,7 +18,7 @@ pub struct RenderedCatalog {
 }
 
 /// The first line of the catalog section.
-pub const CATALOG_HEADER: &str = "Skills (call activate_skill with a name to load its instructions):\n";
+pub const CATALOG_HEADER: &str = "Skills (call activate_skill with a name to load its instructions or tools):\n";
 /// Descriptions are never shortened below this; skills are left out instead.
 pub const MIN_DESCRIPTION_CHARS: usize = 40;
 

@@ -19,6 +19,10 @@ use crate::name::SkillName;
 pub enum SkillKind {
     Core,
     Agent,
+    /// A configured MCP server.
+    McpServer,
+    /// One tool of an MCP server.
+    McpTool,
 }
 
 /// A line of `/skills` and `herald skills list`.
@@ -33,6 +37,8 @@ pub struct SkillEntry {
     pub description: String,
     pub revision: Option<String>,
     pub folder: Option<PathBuf>,
+    /// More state for operators: an MCP server's connection, an MCP tool's flags.
+    pub detail: String,
 }
 
 impl SkillEntry {
@@ -174,6 +180,7 @@ impl SkillRegistry {
                 .collect(),
             is_admin,
             eager,
+            ..TurnView::default()
         }
     }
 
@@ -190,6 +197,7 @@ impl SkillRegistry {
                 description: spec.description.clone(),
                 revision: None,
                 folder: None,
+                detail: String::new(),
             }
         });
         let agent = self.discovery.skills.values().map(|skill| SkillEntry {
@@ -201,6 +209,7 @@ impl SkillRegistry {
             description: skill.description().to_owned(),
             revision: Some(skill.revision.clone()),
             folder: Some(skill.folder.clone()),
+            detail: String::new(),
         });
         core.chain(agent).filter(|e| is_admin || !e.elevated).collect()
     }

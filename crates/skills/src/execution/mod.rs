@@ -14,6 +14,7 @@ mod confirm;
 mod core_skills;
 mod dedup;
 mod files;
+mod mcp;
 mod schema;
 pub mod script;
 
@@ -24,7 +25,7 @@ use serde_json::Value;
 
 #[cfg(test)]
 pub(crate) use core_skills::MAX_NAME_ENUM;
-pub(crate) use core_skills::core_skills;
+pub(crate) use core_skills::{ACTIVATE_SKILL, core_skills};
 
 use crate::catalog::Catalog;
 use crate::catalog::{CoreSkill, Services, SkillContext, TurnView};
@@ -60,6 +61,9 @@ impl Executor {
     }
 
     pub async fn invoke(&self, scope: &TurnScope, is_admin: bool, call: &ToolCall, occurrence: u32) -> ToolOutput {
+        if let Err(refusal) = mcp::admit(&self.services, &self.catalog, scope, is_admin, &call.name).await {
+            return refusal;
+        }
         let Some((skill, enabled)) = self.catalog.core(&call.name) else {
             refused("unknown_tool");
             return ToolOutput::error(format!("no tool named `{}` exists", call.name));
@@ -162,6 +166,12 @@ impl Executor {
             Err(reply) => return reply,
         };
         let name = &pending.skill;
+        // An MCP tool asked for in another process is listed again first.
+        if let Some(server) = herald_core::mcp::server_of_tool(name.as_str())
+            && self.catalog.core(name.as_str()).is_none()
+        {
+            let _ = self.catalog.mcp_tools(server).await;
+        }
         let refuse = |why: String| {
             tracing::warn!(skill = %name, task = %pending.task, reason = %why, "approval refused");
             refused("approval_voided");

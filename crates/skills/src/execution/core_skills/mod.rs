@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use herald_core::{OutboundMessage, ToolOutput};
+use herald_core::{McpServerInfo, OutboundMessage, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::activation::{Activation, activate_in_conversation};
@@ -142,14 +142,20 @@ impl CoreSkill for ActivateSkill {
     }
 
     fn parameters(&self, view: &TurnView) -> Value {
-        with_name_enum(&self.0.parameters, view.names())
+        with_name_enum(&self.0.parameters, view.activatable_names())
     }
 
     fn offered(&self, view: &TurnView) -> bool {
-        !view.eager && !view.visible.is_empty()
+        (!view.eager && !view.visible.is_empty()) || view.mcp.iter().any(|server| !server.eager)
     }
 
     async fn invoke(&self, context: &SkillContext<'_>, arguments: Value) -> Result<ToolOutput, SkillError> {
+        let name = arguments["name"].as_str().unwrap_or_default();
+        if context.view.get(name).is_none()
+            && let Some(server) = context.view.mcp_server(name)
+        {
+            return activate_mcp_server(context, server).await;
+        }
         let skill = visible(context.view, &arguments)?;
         let outcome = activate_in_conversation(
             context.services,
@@ -181,6 +187,53 @@ impl CoreSkill for ActivateSkill {
         }
         Ok(ToolOutput::ok(text))
     }
+}
+
+/// Activates an MCP server: its tools are offered in this conversation
+/// from the model's next step, counted against the caps by the size of
+/// their schemas.
+async fn activate_mcp_server(context: &SkillContext<'_>, server: &McpServerInfo) -> Result<ToolOutput, SkillError> {
+    let Some(servers) = &context.services.mcp else {
+        return Err(SkillError::NotFound(server.name.clone()));
+    };
+    if server.eager {
+        return Ok(ToolOutput::ok(format!(
+            "The tools of `{}` are offered in every turn already.",
+            server.name
+        )));
+    }
+    let tools = servers
+        .tools(&server.name)
+        .await
+        .map_err(|err| SkillError::refused(format!("`{}` was not activated: {err}", server.name)))?;
+    let name = SkillName::new(server.name.clone()).map_err(SkillError::InvalidArguments)?;
+    let mut view = context.view.clone();
+    view.mcp_sizes.insert(
+        server.name.clone(),
+        tools.iter().map(crate::catalog::mcp_schema_chars).sum(),
+    );
+    let outcome = activate_in_conversation(context.services, &context.scope.conversation.id, &view, &name).await?;
+    if let Activation::Refused(refusal) = &outcome {
+        return Err(SkillError::refused(format!(
+            "`{name}` was not activated: {}",
+            refusal.reason()
+        )));
+    }
+    let listed: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+    let mut text = format!(
+        "The MCP server `{name}` is active in this conversation: {}\nIts tools, offered from your next step: {}",
+        server.description,
+        if listed.is_empty() {
+            "none".to_owned()
+        } else {
+            listed.join(", ")
+        }
+    );
+    if let Some(notice) = outcome.notice(&name) {
+        text.push('\n');
+        text.push_str(&notice);
+    }
+    Ok(ToolOutput::ok(text))
 }
 
 struct ReadSkillFile(SkillSpec);

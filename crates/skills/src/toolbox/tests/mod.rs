@@ -3,6 +3,7 @@
 mod commands;
 mod confirmation;
 mod hostile_folders;
+mod mcp;
 mod offering;
 mod policy;
 
