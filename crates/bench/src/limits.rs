@@ -76,7 +76,9 @@ pub struct SharedRun {
 /// Herald's Telegram channel on `fake`, with `rates` instead of the fake's.
 fn channel_yaml(fake: &FakeTelegram, rates: Option<&str>) -> String {
     let yaml = fake.channel_yaml();
-    let Some(rates) = rates else { return format!("  telegram:\n{yaml}") };
+    let Some(rates) = rates else {
+        return format!("  telegram:\n{yaml}");
+    };
     let kept: String = yaml
         .lines()
         .take_while(|line| line.trim() != "rate_limits:")
@@ -100,7 +102,14 @@ fn group_users(count: usize) -> Vec<FakeUser> {
 }
 
 /// Sends `per_group` mentions to each group, from distinct users, tagged.
-async fn burst(fake: &FakeTelegram, groups: &[GroupTarget], users: &[FakeUser], tag: &str, first: usize, per_group: usize) {
+async fn burst(
+    fake: &FakeTelegram,
+    groups: &[GroupTarget],
+    users: &[FakeUser],
+    tag: &str,
+    first: usize,
+    per_group: usize,
+) {
     let mut k = first;
     for n in 0..per_group {
         for group in groups {
@@ -131,7 +140,9 @@ pub async fn groups(binary: &std::path::Path, extra: &str, spec: &LimitsSpec) ->
     crate::progress(format!("limits: warm-up of {} direct chats", dm_users.len()));
     gateway::warm_up(&fake, &dm_users, "lim-warm", &herald).await?;
     let groups = [fake.group(), fake.plain_group()];
-    let bursts = (spec.duration.as_secs_f64() / spec.burst_every.as_secs_f64()).ceil().max(1.0) as usize;
+    let bursts = (spec.duration.as_secs_f64() / spec.burst_every.as_secs_f64())
+        .ceil()
+        .max(1.0) as usize;
     let dm_count = (spec.dm_rate * spec.duration.as_secs_f64()).round().max(1.0) as usize;
     let group_count = bursts * spec.burst * groups.len();
     let base = fake.sent_stamps().len();
@@ -145,7 +156,15 @@ pub async fn groups(binary: &std::path::Path, extra: &str, spec: &LimitsSpec) ->
         let start = tokio::time::Instant::now();
         for b in 0..bursts {
             tokio::time::sleep_until(start + spec.burst_every.mul_f64(b as f64)).await;
-            burst(&fake, &groups, &members, "lim-grp", b * spec.burst * groups.len(), spec.burst).await;
+            burst(
+                &fake,
+                &groups,
+                &members,
+                "lim-grp",
+                b * spec.burst * groups.len(),
+                spec.burst,
+            )
+            .await;
         }
     };
     tokio::join!(direct, busy);

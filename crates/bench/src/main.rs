@@ -139,7 +139,7 @@ struct Args {
     /// Chats of the two-process run, and their messages per second in all.
     #[arg(long, default_value_t = 5)]
     limits_shared_chats: usize,
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 4.0)]
     limits_shared_rate: f64,
     /// Herald's Telegram `rate_limits` for the limits runs, as
     /// `per_chat=1/s,per_group=1/3s` (the fake keeps Telegram's windows).

@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::gateway::LoadResult;
+use crate::limits::{GroupsRun, SharedRun};
 use crate::model::ModelRun;
 use crate::process::Memory;
 use crate::queue::QueueResult;
-use crate::limits::{GroupsRun, SharedRun};
 use crate::recovery::RecoveryRun;
 use crate::skills::SkillsResult;
 
@@ -178,7 +178,10 @@ impl Report {
         }
         if let Some(run) = &self.limits_shared {
             verdicts.push(verdict(
-                format!("sends over the per-chat limit, {} processes on PostgreSQL", run.processes),
+                format!(
+                    "sends over the per-chat limit, {} processes on PostgreSQL",
+                    run.processes
+                ),
                 run.over_limit_sends.to_string(),
                 "0",
                 run.over_limit_sends == 0,
@@ -414,7 +417,15 @@ impl Report {
             table(
                 &mut out,
                 &format!("Platform limits: DMs and two busy groups ({})", r.rates),
-                &["msgs (dm+group)", "replied", "dup", "all p50/p99 ms", "groups p50/p99 ms", "DMs p50/p99 ms", "429s"],
+                &[
+                    "msgs (dm+group)",
+                    "replied",
+                    "dup",
+                    "all p50/p99 ms",
+                    "groups p50/p99 ms",
+                    "DMs p50/p99 ms",
+                    "429s",
+                ],
                 vec![vec![
                     format!("{}+{}", r.dm_messages, r.group_messages),
                     r.replied.to_string(),

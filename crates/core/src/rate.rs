@@ -209,12 +209,14 @@ pub struct LocalLimiter {
 
 #[derive(Debug, Default)]
 struct Logs {
-    by_key: HashMap<String, SendLog>,
-    /// Takes since keys with empty logs were last dropped.
+    /// Each key's log and the window it was last used with.
+    by_key: HashMap<String, (SendLog, Window)>,
+    /// Takes since keys whose sends all left their windows were last dropped.
     since_sweep: u32,
 }
 
-/// How many takes pass between sweeps of keys whose logs are empty.
+/// How many takes pass between sweeps of keys whose logs are empty, so a
+/// chat that went quiet costs nothing after its window passed.
 const SWEEP_EVERY: u32 = 4096;
 
 impl LocalLimiter {
@@ -233,11 +235,8 @@ impl LocalLimiter {
         logs.since_sweep += 1;
         if logs.since_sweep >= SWEEP_EVERY {
             logs.since_sweep = 0;
-            let windows: HashMap<&str, Window> = limits.iter().map(|l| (l.key.as_str(), l.window)).collect();
-            logs.by_key.retain(|key, log| {
-                if let Some(window) = windows.get(key.as_str()) {
-                    log.forget(*window, now_ms);
-                }
+            logs.by_key.retain(|_, (log, window)| {
+                log.forget(*window, now_ms);
                 !log.is_empty()
             });
         }
@@ -246,13 +245,13 @@ impl LocalLimiter {
         let mut taken_out: Vec<(String, SendLog, Window)> = Vec::with_capacity(limits.len());
         for limit in limits {
             if taken_out.iter().all(|(key, _, _)| *key != limit.key) {
-                let log = logs.by_key.remove(&limit.key).unwrap_or_default();
+                let log = logs.by_key.remove(&limit.key).map(|(log, _)| log).unwrap_or_default();
                 taken_out.push((limit.key.clone(), log, limit.window));
             }
         }
         let slot = take_all(taken_out.iter_mut().map(|(_, log, window)| (log, *window)), now_ms);
-        for (key, log, _) in taken_out {
-            logs.by_key.insert(key, log);
+        for (key, log, window) in taken_out {
+            logs.by_key.insert(key, (log, window));
         }
         slot
     }
@@ -266,10 +265,17 @@ impl LocalLimiter {
             if seen.insert(limit.key.as_str()) {
                 logs.by_key
                     .entry(limit.key.clone())
-                    .or_default()
+                    .or_insert_with(|| (SendLog::default(), limit.window))
+                    .0
                     .restamp(taken_ms, finished);
             }
         }
+    }
+
+    /// How many keys have a log: for tests of the sweep.
+    #[cfg(test)]
+    fn keys(&self) -> usize {
+        self.logs.lock().unwrap_or_else(PoisonError::into_inner).by_key.len()
     }
 }
 

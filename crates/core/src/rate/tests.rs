@@ -207,3 +207,18 @@ fn finishes_round_up_to_the_millisecond() {
     clock.advance(Duration::from_micros(500));
     assert_eq!(finished_now(clock.as_ref()), to_millis(clock.now()));
 }
+
+#[test]
+fn chats_that_went_quiet_are_forgotten() {
+    let clock = clock();
+    let limiter = LocalLimiter::new(clock.clone());
+    for chat in 0..100 {
+        send(&limiter, &[limit(&format!("chat:{chat}"), 1, 1)]);
+    }
+    assert_eq!(limiter.keys(), 100);
+    clock.advance(Duration::from_secs(2));
+    for _ in 0..SWEEP_EVERY {
+        send(&limiter, &[limit("busy", 1_000_000, 1)]);
+    }
+    assert_eq!(limiter.keys(), 1, "only the chat still inside its window is kept");
+}

@@ -1,10 +1,15 @@
+//! Telegram's documented send limits against a fake that enforces them
+//! exactly and answers 429 with `retry_after` as the Bot API does.
+//!
+//! A busy group: replies as fast as turns finish get no 429 (the group's
+//! minute window lets them go; the per-chat second spaces them).
+//!
 //! One bot, several processes: two delivery paths, as two Herald processes
 //! on one PostgreSQL database have (each its own connections), reply in one
-//! Telegram chat at the same time. The fake Telegram enforces the documented
-//! per-chat window exactly and answers 429 with `retry_after` as the Bot API
-//! does. With the send windows kept in the database, the two paths together
-//! never get a 429; each keeping its own windows (as a lone process does),
-//! they do, which shows the fake would catch a shared limiter that leaks.
+//! Telegram chat at the same time. With the send windows kept in the
+//! database, the two paths together never get a 429; each keeping its own
+//! windows (as a lone process does), they do, which shows the fake would
+//! catch a shared limiter that leaks.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +22,7 @@ use herald_core::{
 use herald_store::{QueueConfig, Storage, StorageConfig};
 use herald_testkit::postgres::TestDatabase;
 use herald_testkit::telegram::{FakeTelegram, FakeTelegramOptions};
-use herald_testkit::{FakePlatform, FakeUser};
+use herald_testkit::{FakePlatform, FakeUser, GroupTarget};
 
 async fn storage(url: &str) -> Storage {
     let storage = Storage::connect(
@@ -39,6 +44,56 @@ fn outbound(fake: &FakeTelegram, limiter: Arc<dyn SendLimiter>) -> Arc<dyn Chann
     telegram::build(&config, None, limiter)
         .expect("the channel builds")
         .outbound
+}
+
+fn in_group(target: &GroupTarget, text: String) -> OutboundMessage {
+    OutboundMessage {
+        conversation: ConversationRef {
+            id: ConversationId::new(format!("telegram:{}", target.chat)),
+            channel: ChannelName::new("telegram"),
+            kind: ConversationKind::Group,
+            chat: target.chat.clone(),
+            thread: target.thread.clone(),
+        },
+        text,
+        reply_to: None,
+        idempotency_key: None,
+    }
+}
+
+#[tokio::test]
+async fn a_busy_group_gets_every_reply_and_no_429() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = FakeTelegram::start_with(FakeTelegramOptions::realistic()).await;
+    let limiter: Arc<dyn SendLimiter> = Arc::new(LocalLimiter::new(Arc::new(SteadyClock::new())));
+    let path = outbound(&fake, limiter);
+    let group = fake.plain_group();
+    // Replies as fast as turns finish, in the group and in a direct chat
+    // beside it, as one worker after another hands them over.
+    fake.send_dm(&fake.admin(), "hi").await;
+    let admin = fake.admin();
+    let (group_path, direct_path) = (path.clone(), path);
+    let in_group_sends = async {
+        for n in 0..4 {
+            group_path
+                .send(&in_group(&group, format!("g{n}")))
+                .await
+                .expect("delivered");
+        }
+    };
+    let direct_sends = async {
+        for n in 0..3 {
+            direct_path
+                .send(&reply(&admin, format!("d{n}")))
+                .await
+                .expect("delivered");
+        }
+    };
+    tokio::join!(in_group_sends, direct_sends);
+    let sent = fake.sent();
+    assert_eq!(sent.iter().filter(|m| m.chat == group.chat).count(), 4);
+    assert_eq!(sent.len(), 7, "every reply arrived once");
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
 
 fn reply(user: &FakeUser, text: String) -> OutboundMessage {
