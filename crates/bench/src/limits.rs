@@ -42,6 +42,9 @@ pub struct LimitsSpec {
     pub shared_rate: f64,
     /// Herald's `rate_limits` for Telegram, instead of the fake's rates.
     pub rates: Option<String>,
+    /// Runs the two processes on one SQLite file instead, where each keeps
+    /// its own windows: what every engine did before the shared windows.
+    pub shared_on_sqlite: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -63,6 +66,7 @@ pub struct GroupsRun {
 #[derive(Clone, Debug, Serialize)]
 pub struct SharedRun {
     pub rates: String,
+    pub storage: String,
     pub processes: usize,
     pub messages: usize,
     pub replied: usize,
@@ -211,14 +215,24 @@ pub async fn groups(binary: &std::path::Path, extra: &str, spec: &LimitsSpec) ->
 const PROCESSES: usize = 2;
 
 pub async fn shared(binary: &std::path::Path, server: &str, extra: &str, spec: &LimitsSpec) -> Result<SharedRun> {
-    let database = TestDatabase::create(server, "herald_bench_limits")
-        .await
-        .context("creating the shared-limits database (--postgres-url)")?;
+    let database = if spec.shared_on_sqlite {
+        None
+    } else {
+        Some(
+            TestDatabase::create(server, "herald_bench_limits")
+                .await
+                .context("creating the shared-limits database (--postgres-url)")?,
+        )
+    };
     let fake = FakeTelegram::start_with(FakeTelegramOptions::realistic()).await;
     let model = ScriptedModel::start().await;
     model.keep_request_bodies(false);
     let dir = tempfile::tempdir()?;
-    let extra = format!("storage:\n  url: {}\n{extra}", database.url);
+    let url = match &database {
+        Some(database) => database.url.clone(),
+        None => format!("sqlite://{}", dir.path().join("shared.db").display()),
+    };
+    let extra = format!("storage:\n  url: {url}\n{extra}");
     let config = write_config(
         dir.path(),
         &model.base_url(),
@@ -235,8 +249,14 @@ pub async fn shared(binary: &std::path::Path, server: &str, extra: &str, spec: &
     let base = fake.sent_stamps().len();
     let before_violations = fake.violations().len();
     crate::progress(format!(
-        "limits: shared: {count} messages at {} msg/s over {} chats, {PROCESSES} processes on PostgreSQL",
-        spec.shared_rate, spec.shared_chats
+        "limits: shared: {count} messages at {} msg/s over {} chats, {PROCESSES} processes on {}",
+        spec.shared_rate,
+        spec.shared_chats,
+        if database.is_some() {
+            "PostgreSQL"
+        } else {
+            "one SQLite file"
+        }
     ));
     gateway::inject(&fake, &users, "lim-sh", count, spec.shared_rate).await;
     // One reply a second per chat: the backlog drains at that pace.
@@ -250,6 +270,12 @@ pub async fn shared(binary: &std::path::Path, server: &str, extra: &str, spec: &
     }
     let run = SharedRun {
         rates: rates_label(spec.rates.as_deref()),
+        storage: if database.is_some() {
+            "PostgreSQL"
+        } else {
+            "one SQLite file"
+        }
+        .to_owned(),
         processes: PROCESSES,
         messages: count,
         replied: matched.latencies.len(),

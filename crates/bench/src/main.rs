@@ -145,6 +145,10 @@ struct Args {
     /// `per_chat=1/s,per_group=1/3s` (the fake keeps Telegram's windows).
     #[arg(long)]
     limits_rates: Option<String>,
+    /// Runs the two processes of the limits run on one SQLite file, where
+    /// each keeps its own send windows (the behaviour before shared windows).
+    #[arg(long)]
+    limits_shared_sqlite: bool,
     /// `log.level` for Herald (its default is `info`).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -277,6 +281,7 @@ async fn run(args: Args) -> Result<()> {
             shared_chats: args.limits_shared_chats,
             shared_rate: args.limits_shared_rate,
             rates: args.limits_rates.clone(),
+            shared_on_sqlite: args.limits_shared_sqlite,
         };
         report.limits_groups = Some(limits::groups(&binary, &herald_extra(&args), &spec).await?);
         match limits::shared(&binary, &args.postgres_url, &herald_extra(&args), &spec).await {

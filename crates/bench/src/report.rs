@@ -179,8 +179,8 @@ impl Report {
         if let Some(run) = &self.limits_shared {
             verdicts.push(verdict(
                 format!(
-                    "sends over the per-chat limit, {} processes on PostgreSQL",
-                    run.processes
+                    "sends over the per-chat limit, {} processes on {}",
+                    run.processes, run.storage
                 ),
                 run.over_limit_sends.to_string(),
                 "0",
@@ -440,7 +440,10 @@ impl Report {
         if let Some(r) = &self.limits_shared {
             table(
                 &mut out,
-                &format!("Platform limits: {} processes on PostgreSQL ({})", r.processes, r.rates),
+                &format!(
+                    "Platform limits: {} processes on {} ({})",
+                    r.processes, r.storage, r.rates
+                ),
                 &["msgs", "replied", "p50 ms", "p99 ms", "sends over the limit (429s)"],
                 vec![vec![
                     r.messages.to_string(),
