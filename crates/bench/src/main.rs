@@ -10,6 +10,10 @@
 //!   conversations at once: replies per second and how long users wait.
 //! - **recovery**: two processes on PostgreSQL, each killed with `SIGKILL`
 //!   once while users write: reply latency across the kills.
+//! - **limits**: the fake Telegram enforcing Telegram's documented send
+//!   windows exactly: direct chats beside two busy groups (reply latency
+//!   and 429s), and two processes on PostgreSQL sharing the limits (sends
+//!   over the per-chat limit).
 //! - **queue**: herald-store's queue alone on SQLite and PostgreSQL.
 //! - **skills**: thousands of Agent Skills: discovery, rescan, the catalog,
 //!   a turn's preparation, and a `$name` activation end to end.
@@ -18,6 +22,7 @@
 //! See docs/benchmarks.md for how to run it and what each number means.
 
 mod gateway;
+mod limits;
 mod model;
 mod process;
 mod queue;
@@ -46,6 +51,7 @@ enum Part {
     Gateway,
     Model,
     Recovery,
+    Limits,
     Queue,
     Skills,
     Soak,
@@ -127,6 +133,33 @@ struct Args {
     /// Seconds each model call takes in the recovery run.
     #[arg(long, default_value_t = 0.5)]
     recovery_delay: f64,
+    /// Seconds of each platform-limits run.
+    #[arg(long, default_value_t = 60.0)]
+    limits_duration: f64,
+    /// Direct chats beside the busy groups, and their messages per second in all.
+    #[arg(long, default_value_t = 50)]
+    limits_dm_chats: usize,
+    #[arg(long, default_value_t = 2.0)]
+    limits_dm_rate: f64,
+    /// Mentions per burst in each busy group.
+    #[arg(long, default_value_t = 6)]
+    limits_burst: usize,
+    /// Seconds between bursts in each busy group.
+    #[arg(long, default_value_t = 20.0)]
+    limits_burst_every: f64,
+    /// Chats of the two-process run, and their messages per second in all.
+    #[arg(long, default_value_t = 5)]
+    limits_shared_chats: usize,
+    #[arg(long, default_value_t = 4.0)]
+    limits_shared_rate: f64,
+    /// Herald's Telegram `rate_limits` for the limits runs, as
+    /// `per_chat=1/s,per_group=1/3s` (the fake keeps Telegram's windows).
+    #[arg(long)]
+    limits_rates: Option<String>,
+    /// Runs the two processes of the limits run on one SQLite file, where
+    /// each keeps its own send windows (the behaviour before shared windows).
+    #[arg(long)]
+    limits_shared_sqlite: bool,
     /// `log.level` for Herald (its default is `info`).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -266,6 +299,24 @@ async fn run(args: Args) -> Result<()> {
         match recovery::run(&binary, &args.postgres_url, &herald_extra(&args), spec).await {
             Ok(run) => report.recovery = Some(run),
             Err(err) => report.skipped.push(format!("recovery: {err:#}")),
+        }
+    }
+    if args.only.contains(&Part::Limits) {
+        let spec = limits::LimitsSpec {
+            duration: Duration::from_secs_f64(args.limits_duration),
+            dm_chats: args.limits_dm_chats,
+            dm_rate: args.limits_dm_rate,
+            burst: args.limits_burst,
+            burst_every: Duration::from_secs_f64(args.limits_burst_every),
+            shared_chats: args.limits_shared_chats,
+            shared_rate: args.limits_shared_rate,
+            rates: args.limits_rates.clone(),
+            shared_on_sqlite: args.limits_shared_sqlite,
+        };
+        report.limits_groups = Some(limits::groups(&binary, &herald_extra(&args), &spec).await?);
+        match limits::shared(&binary, &args.postgres_url, &herald_extra(&args), &spec).await {
+            Ok(run) => report.limits_shared = Some(run),
+            Err(err) => report.skipped.push(format!("limits, two processes: {err:#}")),
         }
     }
     if args.only.contains(&Part::Queue) {

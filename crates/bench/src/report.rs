@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::gateway::LoadResult;
+use crate::limits::{GroupsRun, SharedRun};
 use crate::model::ModelRun;
 use crate::process::Memory;
 use crate::queue::QueueResult;
@@ -95,6 +96,8 @@ pub struct Report {
     pub gateway: Option<Gateway>,
     pub model: Vec<ModelRun>,
     pub recovery: Option<RecoveryRun>,
+    pub limits_groups: Option<GroupsRun>,
+    pub limits_shared: Option<SharedRun>,
     pub queue: Vec<QueueResult>,
     pub skills: Option<SkillsResult>,
     pub soak: Option<SoakRun>,
@@ -175,6 +178,25 @@ impl Report {
                 format!("{:.1} s", recovery.latency.p99_ms / 1000.0),
                 "<= 5 s",
                 recovery.latency.p99_ms <= 5_000.0 && recovery.missing == 0,
+            ));
+        }
+        if let Some(run) = &self.limits_groups {
+            verdicts.push(verdict(
+                "429s with DMs and two busy groups, limits enforced",
+                run.rejected_429.to_string(),
+                "0",
+                run.rejected_429 == 0,
+            ));
+        }
+        if let Some(run) = &self.limits_shared {
+            verdicts.push(verdict(
+                format!(
+                    "sends over the per-chat limit, {} processes on {}",
+                    run.processes, run.storage
+                ),
+                run.over_limit_sends.to_string(),
+                "0",
+                run.over_limit_sends == 0,
             ));
         }
         if let Some(startup) = &self.startup {
@@ -432,6 +454,47 @@ impl Report {
                     format!("{:.0}", r.latency.p90_ms),
                     format!("{:.0}", r.latency.p99_ms),
                     format!("{:.0}", r.latency.max_ms),
+                ]],
+            );
+        }
+        if let Some(r) = &self.limits_groups {
+            table(
+                &mut out,
+                &format!("Platform limits: DMs and two busy groups ({})", r.rates),
+                &[
+                    "msgs (dm+group)",
+                    "replied",
+                    "dup",
+                    "all p50/p99 ms",
+                    "groups p50/p99 ms",
+                    "DMs p50/p99 ms",
+                    "429s",
+                ],
+                vec![vec![
+                    format!("{}+{}", r.dm_messages, r.group_messages),
+                    r.replied.to_string(),
+                    r.duplicates.to_string(),
+                    format!("{:.0} / {:.0}", r.all.p50_ms, r.all.p99_ms),
+                    format!("{:.0} / {:.0}", r.groups.p50_ms, r.groups.p99_ms),
+                    format!("{:.0} / {:.0}", r.direct.p50_ms, r.direct.p99_ms),
+                    r.rejected_429.to_string(),
+                ]],
+            );
+        }
+        if let Some(r) = &self.limits_shared {
+            table(
+                &mut out,
+                &format!(
+                    "Platform limits: {} processes on {} ({})",
+                    r.processes, r.storage, r.rates
+                ),
+                &["msgs", "replied", "p50 ms", "p99 ms", "sends over the limit (429s)"],
+                vec![vec![
+                    r.messages.to_string(),
+                    r.replied.to_string(),
+                    format!("{:.0}", r.latency.p50_ms),
+                    format!("{:.0}", r.latency.p99_ms),
+                    r.over_limit_sends.to_string(),
                 ]],
             );
         }

@@ -1,21 +1,32 @@
 //! The one outbound path every platform shares: chunk the reply to the
-//! platform's limit, wait for the rate limiters (per chat and per bot), send
-//! each chunk in order in the conversation's thread, and wait out a 429 for
-//! exactly as long as the platform asked before the next try.
+//! platform's limit, take a place in the platform's send windows (per chat,
+//! per group, per bot), send each chunk in order in the conversation's
+//! thread, and wait out a 429 for exactly as long as the platform asked
+//! before the next try.
 //!
 //! A platform adapter implements [`PlatformSender`] (one chunk, one request)
 //! and gets a [`ChannelOutbound`] from [`Delivery`].
+//!
+//! The limits are sliding windows ([`herald_core::rate`]): `20/m` lets 20
+//! sends go at once and the 21st when the first leaves the minute; a send
+//! counts from when its request came back. Where the windows live is the
+//! [`SendLimiter`] given to [`Delivery::with_limiter`]: this process's own
+//! ([`LocalLimiter`], the default) or one shared through the database when
+//! several processes deliver for the same bot.
+//!
+//! Architecture invariant: every chunk takes its place in every window that
+//! applies before its request starts, and reports when it finished; no
+//! send goes around the limiter, and a chunk refused with a 429 is tried
+//! again only after the platform's `retry_after`.
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use governor::clock::DefaultClock;
-use governor::state::keyed::DefaultKeyedStateStore;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use herald_core::rate::{LocalLimiter, SendLimit, SendLimiter, SendSlot, Window};
 use herald_core::{
     ChannelError, ChannelName, ChannelOutbound, ConversationKind, ConversationRef, OutboundMessage, SentMessage,
+    SteadyClock,
 };
 use serde::Deserialize;
 use tracing::{debug, warn};
@@ -47,19 +58,21 @@ pub trait PlatformSender: Send + Sync {
     }
 }
 
-/// Send rates, as `N/s` or `N/m` (`30/s`, `20/m`); `0` or absent means no limit.
+/// Send rates as windows: `N/s`, `N/m`, `N/h` (`30/s`, `20/m`), or `N/` a
+/// duration (`3/3s`: up to three at once, three within any three seconds);
+/// `off` or absent means no limit.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimits {
-    /// Per direct conversation.
+    /// Per conversation, direct or group: each chat on its own.
     pub per_chat: Option<Rate>,
-    /// Per group, channel or room.
+    /// Per group, channel or room, on top of `per_chat`.
     pub per_group: Option<Rate>,
     /// For the whole bot.
     pub per_bot: Option<Rate>,
 }
 
-/// `count` messages per `per`.
+/// At most `count` messages within any span of `per`, and up to `count` at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rate {
     pub count: u32,
@@ -74,7 +87,7 @@ impl Rate {
         }
         let (count, unit) = text
             .split_once('/')
-            .ok_or_else(|| format!("invalid rate `{text}`: expected N/s, N/m or off"))?;
+            .ok_or_else(|| format!("invalid rate `{text}`: expected N/s, N/m, N/h, N/<duration> or off"))?;
         let count: u32 = count
             .trim()
             .parse()
@@ -83,22 +96,26 @@ impl Rate {
             "s" => Duration::from_secs(1),
             "m" => Duration::from_secs(60),
             "h" => Duration::from_secs(3600),
+            other if other.starts_with(|c: char| c.is_ascii_digit()) => {
+                herald_core::duration::parse(other).map_err(|err| format!("invalid rate `{text}`: {err}"))?
+            }
             other => {
                 return Err(format!(
-                    "invalid rate `{text}`: unknown unit `{other}` (expected s, m or h)"
+                    "invalid rate `{text}`: unknown unit `{other}` (expected s, m, h or a duration such as 3s)"
                 ));
             }
         };
+        if per.is_zero() {
+            return Err(format!("invalid rate `{text}`: the window must be longer than zero"));
+        }
         Ok((count > 0).then_some(Rate { count, per }))
     }
 
-    fn quota(self) -> Quota {
-        let count = NonZeroU32::new(self.count).unwrap_or(NonZeroU32::MIN);
-        // One message per (per / count), no burst beyond one: the platform
-        // counts sends, so Herald spaces them.
-        Quota::with_period(self.per / self.count.max(1))
-            .unwrap_or(Quota::per_second(count))
-            .allow_burst(NonZeroU32::MIN)
+    pub fn window(self) -> Window {
+        Window {
+            count: self.count,
+            per: self.per,
+        }
     }
 }
 
@@ -111,36 +128,97 @@ impl<'de> Deserialize<'de> for Rate {
     }
 }
 
-type KeyedLimiter = RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock>;
-
 /// The shared outbound path for one platform.
 pub struct Delivery<S> {
     sender: Arc<S>,
-    per_chat: Option<KeyedLimiter>,
-    per_group: Option<KeyedLimiter>,
-    per_bot: Option<DefaultDirectRateLimiter>,
+    limits: RateLimits,
+    limiter: Arc<dyn SendLimiter>,
 }
 
 impl<S: PlatformSender> Delivery<S> {
+    /// Delivery with this process's own send windows.
     pub fn new(sender: Arc<S>, limits: &RateLimits) -> Self {
+        Self::with_limiter(
+            sender,
+            limits,
+            Arc::new(LocalLimiter::new(Arc::new(SteadyClock::new()))),
+        )
+    }
+
+    /// Delivery whose windows live in `limiter` (shared by every channel of
+    /// the process, or by every process on one database).
+    pub fn with_limiter(sender: Arc<S>, limits: &RateLimits, limiter: Arc<dyn SendLimiter>) -> Self {
         Self {
             sender,
-            per_chat: limits.per_chat.map(|r| RateLimiter::keyed(r.quota())),
-            per_group: limits.per_group.map(|r| RateLimiter::keyed(r.quota())),
-            per_bot: limits.per_bot.map(|r| RateLimiter::direct(r.quota())),
+            limits: limits.clone(),
+            limiter,
         }
     }
 
-    async fn wait_for_rate(&self, conversation: &ConversationRef) {
-        let limiter = match conversation.kind {
-            ConversationKind::Direct => self.per_chat.as_ref(),
-            ConversationKind::Group => self.per_group.as_ref(),
-        };
-        if let Some(limiter) = limiter {
-            limiter.until_key_ready(&conversation.chat).await;
+    /// The windows a send to `conversation` must fit in.
+    fn limits_for(&self, conversation: &ConversationRef) -> Vec<SendLimit> {
+        let channel = self.sender.channel();
+        let mut limits = Vec::with_capacity(3);
+        if let Some(rate) = self.limits.per_chat {
+            limits.push(SendLimit {
+                key: format!("{channel}:chat:{}", conversation.chat),
+                window: rate.window(),
+            });
         }
-        if let Some(limiter) = &self.per_bot {
-            limiter.until_ready().await;
+        if conversation.kind == ConversationKind::Group
+            && let Some(rate) = self.limits.per_group
+        {
+            limits.push(SendLimit {
+                key: format!("{channel}:group:{}", conversation.chat),
+                window: rate.window(),
+            });
+        }
+        if let Some(rate) = self.limits.per_bot {
+            limits.push(SendLimit {
+                key: format!("{channel}:bot"),
+                window: rate.window(),
+            });
+        }
+        limits
+    }
+
+    /// Waits until every window has room and takes a place in each; returns
+    /// when the place was taken (unix ms), or `None` without limits.
+    async fn take_place(&self, limits: &[SendLimit]) -> Result<Option<i64>, ChannelError> {
+        if limits.is_empty() {
+            return Ok(None);
+        }
+        let channel = self.sender.channel();
+        let mut failures = Retry::new(SEND);
+        loop {
+            match self.limiter.take(limits).await {
+                Ok(SendSlot::Taken { at_ms }) => return Ok(Some(at_ms)),
+                Ok(SendSlot::Wait(wait)) => {
+                    metrics::counter!("herald_send_window_waits_total", "channel" => channel.to_string()).increment(1);
+                    debug!(channel = %channel, ?wait, "send window full; waiting for room");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(err) => {
+                    let Some(delay) = failures.next_delay(err.retry_class()) else {
+                        return Err(ChannelError::Transient(format!(
+                            "the send windows are unavailable: {err}"
+                        )));
+                    };
+                    warn!(channel = %channel, error = %err, ?delay, "could not take a place in the send windows");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    /// Reports that the send taken at `taken` finished. A window that
+    /// cannot be told keeps counting the send from its start, which errs
+    /// only by how long the request took.
+    async fn finished(&self, limits: &[SendLimit], taken: Option<i64>) {
+        if let Some(taken) = taken
+            && let Err(err) = self.limiter.sent(limits, taken).await
+        {
+            warn!(channel = %self.sender.channel(), error = %err, "could not record a finished send");
         }
     }
 
@@ -153,9 +231,12 @@ impl<S: PlatformSender> Delivery<S> {
     ) -> Result<String, ChannelError> {
         let mut retry = Retry::new(SEND);
         let channel = self.sender.channel();
+        let limits = self.limits_for(conversation);
         loop {
-            self.wait_for_rate(conversation).await;
-            let err = match self.sender.send_chunk(conversation, text, reply_to, key).await {
+            let taken = self.take_place(&limits).await?;
+            let result = self.sender.send_chunk(conversation, text, reply_to, key).await;
+            self.finished(&limits, taken).await;
+            let err = match result {
                 Ok(id) => {
                     metrics::counter!("herald_messages_sent_total", "channel" => channel.to_string()).increment(1);
                     return Ok(id);
@@ -205,134 +286,4 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
-    use herald_core::ConversationId;
-
-    use crate::chunk::LengthUnit;
-
-    use super::*;
-
-    #[test]
-    fn rates_parse_as_written() {
-        for (text, expected) in [
-            (
-                "30/s",
-                Ok(Some(Rate {
-                    count: 30,
-                    per: Duration::from_secs(1),
-                })),
-            ),
-            (
-                "20/m",
-                Ok(Some(Rate {
-                    count: 20,
-                    per: Duration::from_secs(60),
-                })),
-            ),
-            ("off", Ok(None)),
-            ("0", Ok(None)),
-        ] {
-            assert_eq!(Rate::parse(text), expected, "{text}");
-        }
-        for bad in ["30", "x/s", "3/d"] {
-            assert!(Rate::parse(bad).is_err(), "{bad}");
-        }
-    }
-
-    /// A platform that answers 429 to its first `limited` requests.
-    struct Flaky {
-        limited: Mutex<u32>,
-        sent: Mutex<Vec<(String, Option<String>, tokio::time::Instant)>>,
-    }
-
-    #[async_trait]
-    impl PlatformSender for Flaky {
-        fn channel(&self) -> ChannelName {
-            ChannelName::new("flaky")
-        }
-        fn limit(&self) -> Limit {
-            Limit {
-                max: 10,
-                unit: LengthUnit::Chars,
-            }
-        }
-        async fn send_chunk(
-            &self,
-            _: &ConversationRef,
-            text: &str,
-            reply_to: Option<&str>,
-            _: Option<&str>,
-        ) -> Result<String, ChannelError> {
-            let mut limited = self.limited.lock().unwrap();
-            if *limited > 0 {
-                *limited -= 1;
-                return Err(ChannelError::RateLimited {
-                    retry_after: Duration::from_secs(3),
-                });
-            }
-            let mut sent = self.sent.lock().unwrap();
-            sent.push((
-                text.to_owned(),
-                reply_to.map(str::to_owned),
-                tokio::time::Instant::now(),
-            ));
-            Ok(sent.len().to_string())
-        }
-    }
-
-    fn conversation() -> ConversationRef {
-        ConversationRef {
-            id: ConversationId::new("flaky:1"),
-            channel: ChannelName::new("flaky"),
-            kind: ConversationKind::Direct,
-            chat: "1".into(),
-            thread: None,
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn chunks_go_in_order_and_a_429_is_waited_out() {
-        let sender = Arc::new(Flaky {
-            limited: Mutex::new(1),
-            sent: Mutex::new(Vec::new()),
-        });
-        let delivery = Delivery::new(sender.clone(), &RateLimits::default());
-        let start = tokio::time::Instant::now();
-        let message = OutboundMessage {
-            conversation: conversation(),
-            text: "aaaa bbbb cccc dddd".into(),
-            reply_to: Some("42".into()),
-            idempotency_key: None,
-        };
-        let sent = delivery.send(&message).await.unwrap();
-        assert_eq!(sent.platform_message_ids, ["1", "2"]);
-        let log = sender.sent.lock().unwrap();
-        let texts: Vec<_> = log.iter().map(|(t, r, _)| (t.as_str(), r.as_deref())).collect();
-        assert_eq!(texts, [("aaaa bbbb", Some("42")), ("cccc dddd", None)]);
-        assert!(
-            log[0].2 - start >= Duration::from_secs(3),
-            "the first send waited for retry_after"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_platform_that_keeps_refusing_is_reported_not_dropped() {
-        let sender = Arc::new(Flaky {
-            limited: Mutex::new(100),
-            sent: Mutex::new(Vec::new()),
-        });
-        let delivery = Delivery::new(sender, &RateLimits::default());
-        let message = OutboundMessage {
-            conversation: conversation(),
-            text: "hi".into(),
-            reply_to: None,
-            idempotency_key: None,
-        };
-        assert!(matches!(
-            delivery.send(&message).await,
-            Err(ChannelError::RateLimited { .. })
-        ));
-    }
-}
+mod tests;

@@ -89,8 +89,14 @@ fn config(yaml: &str) -> TelegramConfig {
     serde_yaml::from_str(yaml).unwrap_or_else(|err| panic!("{err}\n{yaml}"))
 }
 
+fn local_limiter() -> Arc<dyn herald_core::SendLimiter> {
+    Arc::new(herald_core::LocalLimiter::new(
+        Arc::new(herald_core::SteadyClock::new()),
+    ))
+}
+
 fn build(yaml: &str, store: Arc<dyn ConversationStore>) -> Built {
-    telegram::build(&config(yaml), Some(store)).expect("valid telegram config")
+    telegram::build(&config(yaml), Some(store), local_limiter()).expect("valid telegram config")
 }
 
 /// Runs the ingress in the background until the returned token is cancelled.

@@ -17,6 +17,7 @@ pub mod llm;
 pub mod lock;
 pub mod mcp;
 pub mod message;
+pub mod rate;
 pub mod redact;
 pub mod retry;
 pub mod schedule;
@@ -36,6 +37,7 @@ pub use llm::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, ToolC
 pub use lock::{ExclusiveLocks, HeldLock};
 pub use mcp::{McpError, McpServerInfo, McpServers, McpTool, McpToolFlags};
 pub use message::{Attachment, ConversationKind, ConversationRef, InboundMessage, OutboundMessage, Sender};
+pub use rate::{LocalLimiter, SendLimit, SendLimiter, SendSlot, SteadyClock, Window};
 pub use retry::{Backoff, RetryClass};
 pub use schedule::{NewSchedule, Schedule, ScheduleId, ScheduleStore};
 pub use store::{ConversationStore, DeliveryReceipt, QueueStats, StoreError, TaskQueue};

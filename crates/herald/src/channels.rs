@@ -11,7 +11,10 @@ use herald_channels::Built;
 use herald_channels::access::PairingReplies;
 use herald_channels::config::ChannelsConfig;
 use herald_channels::gateway::Gateway;
-use herald_core::{Admins, ChannelIngress, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, Outbound};
+use herald_core::{
+    Admins, ChannelIngress, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, LocalLimiter, Outbound,
+    SendLimiter, SteadyClock,
+};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, info, info_span, warn};
@@ -25,23 +28,30 @@ pub struct Channels {
 
 /// The adapters `config` asks for, not yet connected. `store` is where
 /// adapters keep their progress (Telegram's update offset); `None` when only
-/// probing (`herald doctor`).
-pub fn build(config: &ChannelsConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Channels> {
+/// probing (`herald doctor`). Every channel keeps its send windows in
+/// `limiter` (see [`send_limiter`]).
+pub fn build(
+    config: &ChannelsConfig,
+    store: Option<Arc<dyn ConversationStore>>,
+    limiter: Arc<dyn SendLimiter>,
+) -> Result<Channels> {
     if let Err((key, message)) = config.check() {
         anyhow::bail!("{key}: {message}");
     }
     let mut built: Vec<Built> = Vec::new();
     if let Some(discord) = &config.discord {
-        built.push(herald_channels::discord::build(discord).context("channels.discord")?);
+        built.push(herald_channels::discord::build(discord, limiter.clone()).context("channels.discord")?);
     }
     if let Some(telegram) = &config.telegram {
-        built.push(herald_channels::telegram::build(telegram, store.clone()).context("channels.telegram")?);
+        built.push(
+            herald_channels::telegram::build(telegram, store.clone(), limiter.clone()).context("channels.telegram")?,
+        );
     }
     if let Some(slack) = &config.slack {
-        built.push(herald_channels::slack::build(slack).context("channels.slack")?);
+        built.push(herald_channels::slack::build(slack, limiter.clone()).context("channels.slack")?);
     }
     if let Some(email) = &config.email {
-        built.push(herald_channels::email::build(email, store.clone()).context("channels.email")?);
+        built.push(herald_channels::email::build(email, store.clone(), limiter.clone()).context("channels.email")?);
     }
     let mut outbound = Outbound::new();
     let mut ingress: Vec<Arc<dyn ChannelIngress>> = Vec::new();
@@ -50,6 +60,16 @@ pub fn build(config: &ChannelsConfig, store: Option<Arc<dyn ConversationStore>>)
         ingress.push(channel.ingress);
     }
     Ok(Channels { outbound, ingress })
+}
+
+/// Where the channels keep their send windows. On PostgreSQL, the database
+/// holds them, so every Herald process on it counts the same sends and the
+/// platforms' limits hold for the bot as a whole; on SQLite (one process)
+/// they live in this process.
+pub fn send_limiter(app: &App) -> Arc<dyn SendLimiter> {
+    app.storage
+        .send_limiter()
+        .unwrap_or_else(|| Arc::new(LocalLimiter::new(Arc::new(SteadyClock::new()))))
 }
 
 pub fn gateway(app: &App, outbound: Outbound, status: ChannelStatus) -> Arc<dyn InboundSink> {

@@ -41,6 +41,7 @@ mod prune;
 mod queue;
 mod rows;
 mod schedules;
+mod send_windows;
 mod sql;
 mod sqlite;
 mod statement;
@@ -51,11 +52,13 @@ mod wake;
 
 use std::sync::Arc;
 
-use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, StoreError, TaskQueue};
+use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, SendLimiter, StoreError, TaskQueue};
 
 pub use crate::config::{QueueConfig, StorageConfig};
+use crate::engine::Engine as _;
 use crate::postgres::PgEngine;
 pub use crate::prune::Pruned;
+use crate::send_windows::SharedSendWindows;
 use crate::sqlite::SqliteEngine;
 use crate::store::{Backend, Store};
 use crate::url::Engine;
@@ -66,6 +69,8 @@ use crate::wake::Wakeup;
 #[derive(Clone)]
 pub struct Storage {
     store: Arc<dyn Backend>,
+    /// The platforms' send windows in the database, on PostgreSQL only.
+    send_windows: Option<Arc<dyn SendLimiter>>,
 }
 
 impl std::fmt::Debug for Storage {
@@ -86,18 +91,22 @@ impl Storage {
     ) -> Result<Self, StoreError> {
         queue.validate()?;
         let wakeup = Arc::new(Wakeup::default());
-        let store: Arc<dyn Backend> = match url::engine(&storage.url)? {
+        let (store, send_windows): (Arc<dyn Backend>, Option<Arc<dyn SendLimiter>>) = match url::engine(&storage.url)? {
             Engine::Sqlite => {
                 let engine = SqliteEngine::connect(storage).await?;
-                Store::open(engine, clock, queue, wakeup)
+                (Store::open(engine, clock, queue, wakeup), None)
             }
             Engine::Postgres => {
                 let engine = PgEngine::connect(storage, wakeup.clone(), queue.poll_interval).await?;
-                Store::open(engine, clock, queue, wakeup)
+                let windows = SharedSendWindows::new(engine.writes().clone(), clock.clone());
+                (
+                    Store::open(engine, clock, queue, wakeup),
+                    Some(Arc::new(windows) as Arc<dyn SendLimiter>),
+                )
             }
         };
         tracing::debug!(url = %herald_core::redact::url(&storage.url), "storage connected");
-        Ok(Self { store })
+        Ok(Self { store, send_windows })
     }
 
     /// Applies the embedded migrations that the database has not seen yet.
@@ -115,6 +124,13 @@ impl Storage {
 
     pub fn schedules(&self) -> Arc<dyn ScheduleStore> {
         self.store.clone()
+    }
+
+    /// The platforms' send windows kept in the database, which every process
+    /// on it shares (PostgreSQL); `None` on SQLite, where one process serves
+    /// and keeps them itself.
+    pub fn send_limiter(&self) -> Option<Arc<dyn SendLimiter>> {
+        self.send_windows.clone()
     }
 
     /// Locks that one process at a time holds, for single-consumer ingress.

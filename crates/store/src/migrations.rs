@@ -55,6 +55,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../../../migrations/postgres/0004_retention.sql"),
     ),
+    (
+        10,
+        "send windows",
+        include_str!("../../../migrations/postgres/0010_send_windows.sql"),
+    ),
 ];
 
 fn migrator(files: &'static [(i64, &'static str, &'static str)]) -> Migrator {

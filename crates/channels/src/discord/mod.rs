@@ -37,9 +37,13 @@ use crate::outbound::Delivery;
 
 /// The two halves of the Discord channel, sharing one REST client (and so
 /// one set of rate-limit buckets).
-pub fn build(config: &DiscordConfig) -> Result<Built, ChannelError> {
+pub fn build(config: &DiscordConfig, limiter: Arc<dyn herald_core::SendLimiter>) -> Result<Built, ChannelError> {
     let api = Arc::new(DiscordApi::new(config)?);
-    let delivery = Delivery::new(Arc::new(DiscordSender { api: api.clone() }), &config.rate_limits);
+    let delivery = Delivery::with_limiter(
+        Arc::new(DiscordSender { api: api.clone() }),
+        &config.rate_limits,
+        limiter,
+    );
     let ingress = DiscordIngress {
         api,
         respond_in: config.respond_in(),

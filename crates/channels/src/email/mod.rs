@@ -34,7 +34,11 @@ use crate::outbound::{Delivery, Rate, RateLimits};
 
 /// Builds the channel from its configuration. `store` keeps the mailbox
 /// cursor and the thread map; without one (`herald doctor`) nothing is kept.
-pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Built, ChannelError> {
+pub fn build(
+    config: &EmailConfig,
+    store: Option<Arc<dyn ConversationStore>>,
+    limiter: Arc<dyn herald_core::SendLimiter>,
+) -> Result<Built, ChannelError> {
     if let Err((key, message)) = config.check() {
         return Err(ChannelError::Fatal(format!("{key}: {message}")));
     }
@@ -48,7 +52,7 @@ pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) ->
             per: std::time::Duration::from_secs(1),
         }),
     };
-    let outbound = Arc::new(Delivery::new(sender.clone(), &limits));
+    let outbound = Arc::new(Delivery::with_limiter(sender.clone(), &limits, limiter));
     let ingress = Arc::new(EmailIngress::new(config, store, sender));
     Ok(Built { outbound, ingress })
 }

@@ -41,15 +41,16 @@ use crate::outbound::Delivery;
 pub const CHANNEL: &str = "slack";
 
 /// The Slack channel `config` describes, not yet connected.
-pub fn build(config: &SlackConfig) -> Result<Built, ChannelError> {
+pub fn build(config: &SlackConfig, limiter: Arc<dyn herald_core::SendLimiter>) -> Result<Built, ChannelError> {
     config
         .check()
         .map_err(|reason| ChannelError::Fatal(format!("channels.slack: {reason}")))?;
     let api = Arc::new(SlackApi::new(config));
     Ok(Built {
-        outbound: Arc::new(Delivery::new(
+        outbound: Arc::new(Delivery::with_limiter(
             Arc::new(SlackSender::new(api.clone())),
             &config.rate_limits,
+            limiter,
         )),
         ingress: Arc::new(SlackIngress::new(config, api, Arc::new(SystemClock))),
     })

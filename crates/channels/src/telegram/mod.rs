@@ -23,7 +23,7 @@ pub mod render;
 
 use std::sync::Arc;
 
-use herald_core::{ChannelError, ConversationStore};
+use herald_core::{ChannelError, ConversationStore, SendLimiter};
 
 pub use client::{TelegramApi, TelegramSender};
 pub use config::{TelegramConfig, TelegramMode};
@@ -36,14 +36,19 @@ use payload::PayloadRules;
 
 /// Builds the channel from its configuration. `store` keeps the polling
 /// offset across restarts; without one (`herald doctor`, which only probes)
-/// Telegram's own confirmation state is all there is.
-pub fn build(config: &TelegramConfig, store: Option<Arc<dyn ConversationStore>>) -> Result<Built, ChannelError> {
+/// Telegram's own confirmation state is all there is. `limiter` keeps the
+/// send windows.
+pub fn build(
+    config: &TelegramConfig,
+    store: Option<Arc<dyn ConversationStore>>,
+    limiter: Arc<dyn SendLimiter>,
+) -> Result<Built, ChannelError> {
     if let Err((key, message)) = config.check() {
         return Err(ChannelError::Fatal(format!("{key}: {message}")));
     }
     let api = Arc::new(TelegramApi::new(config)?);
     let sender = Arc::new(TelegramSender { api: api.clone() });
-    let outbound = Arc::new(Delivery::new(sender, &config.rate_limits.limits()));
+    let outbound = Arc::new(Delivery::with_limiter(sender, &config.rate_limits.limits(), limiter));
     let ingress = Arc::new(TelegramIngress {
         api,
         store,

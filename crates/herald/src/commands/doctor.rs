@@ -118,7 +118,13 @@ pub async fn doctor(config_path: &Path, loaded: Result<Config, ConfigError>) -> 
     // Each configured platform checks its credentials and reachability
     // (Discord: GET /users/@me and GET /gateway; Telegram: getMe; Slack: auth.test and, in
     // Socket Mode, apps.connections.open; email: IMAP login and SMTP NOOP).
-    match crate::channels::build(&channels_config, None) {
+    match crate::channels::build(
+        &channels_config,
+        None,
+        Arc::new(herald_core::LocalLimiter::new(
+            Arc::new(herald_core::SteadyClock::new()),
+        )),
+    ) {
         Ok(channels) => {
             for ingress in &channels.ingress {
                 let item = format!("channel {}", ingress.channel());

@@ -56,7 +56,11 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
         app.warn_if_model_is_down(|message| warn!("{message}"));
     }
     let signal = shutdown::on_signal();
-    let built = channels::build(&app.config.channels, Some(app.storage.conversations()))?;
+    let built = channels::build(
+        &app.config.channels,
+        Some(app.storage.conversations()),
+        channels::send_limiter(&app),
+    )?;
     let names: Vec<_> = built.outbound.names().cloned().collect();
     if names.is_empty() {
         warn!("no platform channels are configured; only `herald chat` can talk to this Herald");

@@ -218,9 +218,9 @@ impl State {
             return PostVerdict::RateLimited { retry_after_secs: secs };
         }
         if let Some((count, per)) = self.options.channel_rate {
-            // Slack measures its windows loosely; a tenth of the window absorbs
-            // the jitter between Herald spacing its sends and them arriving here.
-            let window = per.mul_f64(0.9);
+            // The window exactly as documented: Herald counts a post from
+            // when its request came back, so it never arrives early here.
+            let window = per;
             let posts = self.recent_posts.entry(channel.to_owned()).or_default();
             while posts.front().is_some_and(|at| now.duration_since(*at) >= window) {
                 posts.pop_front();

@@ -132,11 +132,13 @@ pub struct FakeTelegram {
     forum_topic: i32,
 }
 
+/// The same window, as Herald's configuration writes it.
 fn rate_text((count, per): (u32, Duration)) -> String {
-    match per.as_secs() {
-        60 => format!("{count}/m"),
-        3600 => format!("{count}/h"),
-        _ => format!("{}/s", (f64::from(count) / per.as_secs_f64()).round() as u64),
+    match per.as_millis() {
+        1_000 => format!("{count}/s"),
+        60_000 => format!("{count}/m"),
+        3_600_000 => format!("{count}/h"),
+        millis => format!("{count}/{millis}ms"),
     }
 }
 

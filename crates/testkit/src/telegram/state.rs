@@ -504,14 +504,16 @@ impl State {
 /// hold one request back a hundred milliseconds and not the next), and the
 /// fake must not call that a violation. A client with no limiter at all is
 /// still caught at once.
+/// Whether a send at `now` would make `count` + 1 sends within one span of
+/// `per` (the window exactly as documented, no tolerance); if so, how long
+/// until the oldest that counts leaves it.
 fn over_rate(sends: &VecDeque<Instant>, (count, per): (u32, Duration), now: Instant) -> Option<Duration> {
-    let window = per.mul_f64(0.8);
-    let inside: Vec<&Instant> = sends.iter().filter(|t| now.duration_since(**t) < window).collect();
+    let inside: Vec<&Instant> = sends.iter().filter(|t| now.duration_since(**t) < per).collect();
     if inside.len() < count as usize {
         return None;
     }
-    let oldest = inside.first().copied().copied().unwrap_or(now);
-    Some(window.saturating_sub(now.duration_since(oldest)))
+    let oldest_counted = inside[inside.len() - count as usize];
+    Some(per.saturating_sub(now.duration_since(*oldest_counted)))
 }
 
 fn ceil_seconds(duration: Duration) -> u64 {
@@ -549,21 +551,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_rate_window_forgives_jitter_but_not_bursts() {
+    fn the_rate_window_is_exactly_the_documented_one() {
         let start = Instant::now();
         let rule = (2, Duration::from_secs(1));
         let at = |ms: u64| start + Duration::from_millis(ms);
-        for (sends, now, over) in [
-            // Evenly spaced at the rate, the third send slightly early: fine.
-            (vec![10, 500], 960, false),
-            (vec![0, 500], 999, false),
-            // Three within a few hundred milliseconds: over.
-            (vec![0, 100], 200, true),
-            (vec![], 0, false),
+        for (sends, now, wait) in [
+            // A burst up to the count is fine.
+            (vec![], 0, None),
+            (vec![0], 0, None),
+            // The third within the second is refused until the first leaves.
+            (vec![0, 100], 200, Some(800)),
+            (vec![0, 500], 999, Some(1)),
+            // The first left the window exactly at 1000 ms.
+            (vec![0, 500], 1000, None),
+            (vec![10, 500], 1009, Some(1)),
         ] {
             let sends: VecDeque<Instant> = sends.into_iter().map(at).collect();
-            assert_eq!(over_rate(&sends, rule, at(now)).is_some(), over, "{sends:?} at {now}");
+            assert_eq!(
+                over_rate(&sends, rule, at(now)),
+                wait.map(Duration::from_millis),
+                "{sends:?} at {now}"
+            );
         }
+        // Telegram's group rule: twenty at once, the 21st a minute after the first.
+        let group = (20, Duration::from_secs(60));
+        let burst: VecDeque<Instant> = (0..20).map(|n| at(n * 10)).collect();
+        assert_eq!(over_rate(&burst, group, at(30_000)), Some(Duration::from_secs(30)));
+        assert_eq!(over_rate(&burst, group, at(60_000)), None);
     }
 
     #[test]

@@ -1,0 +1,336 @@
+//! The shared outbound path: chunk order, 429s waited out, and the send
+//! windows kept exactly, on tokio's paused clock.
+
+use std::sync::Mutex;
+
+use herald_core::ConversationId;
+
+use crate::chunk::LengthUnit;
+
+use super::*;
+
+#[test]
+fn rates_parse_as_written() {
+    for (text, expected) in [
+        (
+            "30/s",
+            Ok(Some(Rate {
+                count: 30,
+                per: Duration::from_secs(1),
+            })),
+        ),
+        (
+            "20/m",
+            Ok(Some(Rate {
+                count: 20,
+                per: Duration::from_secs(60),
+            })),
+        ),
+        ("off", Ok(None)),
+        ("0", Ok(None)),
+    ] {
+        assert_eq!(Rate::parse(text), expected, "{text}");
+    }
+    for bad in ["30", "x/s", "3/d", "3/0s", "3/5x"] {
+        assert!(Rate::parse(bad).is_err(), "{bad}");
+    }
+}
+
+/// A platform that answers 429 to its first `limited` requests.
+struct Flaky {
+    limited: Mutex<u32>,
+    sent: Mutex<Vec<(String, Option<String>, tokio::time::Instant)>>,
+}
+
+#[async_trait]
+impl PlatformSender for Flaky {
+    fn channel(&self) -> ChannelName {
+        ChannelName::new("flaky")
+    }
+    fn limit(&self) -> Limit {
+        Limit {
+            max: 10,
+            unit: LengthUnit::Chars,
+        }
+    }
+    async fn send_chunk(
+        &self,
+        _: &ConversationRef,
+        text: &str,
+        reply_to: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        let mut limited = self.limited.lock().unwrap();
+        if *limited > 0 {
+            *limited -= 1;
+            return Err(ChannelError::RateLimited {
+                retry_after: Duration::from_secs(3),
+            });
+        }
+        let mut sent = self.sent.lock().unwrap();
+        sent.push((
+            text.to_owned(),
+            reply_to.map(str::to_owned),
+            tokio::time::Instant::now(),
+        ));
+        Ok(sent.len().to_string())
+    }
+}
+
+fn conversation() -> ConversationRef {
+    ConversationRef {
+        id: ConversationId::new("flaky:1"),
+        channel: ChannelName::new("flaky"),
+        kind: ConversationKind::Direct,
+        chat: "1".into(),
+        thread: None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn chunks_go_in_order_and_a_429_is_waited_out() {
+    let sender = Arc::new(Flaky {
+        limited: Mutex::new(1),
+        sent: Mutex::new(Vec::new()),
+    });
+    let delivery = Delivery::new(sender.clone(), &RateLimits::default());
+    let start = tokio::time::Instant::now();
+    let message = OutboundMessage {
+        conversation: conversation(),
+        text: "aaaa bbbb cccc dddd".into(),
+        reply_to: Some("42".into()),
+        idempotency_key: None,
+    };
+    let sent = delivery.send(&message).await.unwrap();
+    assert_eq!(sent.platform_message_ids, ["1", "2"]);
+    let log = sender.sent.lock().unwrap();
+    let texts: Vec<_> = log.iter().map(|(t, r, _)| (t.as_str(), r.as_deref())).collect();
+    assert_eq!(texts, [("aaaa bbbb", Some("42")), ("cccc dddd", None)]);
+    assert!(
+        log[0].2 - start >= Duration::from_secs(3),
+        "the first send waited for retry_after"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_platform_that_keeps_refusing_is_reported_not_dropped() {
+    let sender = Arc::new(Flaky {
+        limited: Mutex::new(100),
+        sent: Mutex::new(Vec::new()),
+    });
+    let delivery = Delivery::new(sender, &RateLimits::default());
+    let message = OutboundMessage {
+        conversation: conversation(),
+        text: "hi".into(),
+        reply_to: None,
+        idempotency_key: None,
+    };
+    assert!(matches!(
+        delivery.send(&message).await,
+        Err(ChannelError::RateLimited { .. })
+    ));
+}
+
+/// Herald's clock, following tokio's (paused) time, so the limiter and the
+/// sleeps it asks for agree.
+#[derive(Debug)]
+struct TokioClock {
+    start: herald_core::Timestamp,
+    origin: tokio::time::Instant,
+}
+
+impl TokioClock {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            start: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+            origin: tokio::time::Instant::now(),
+        })
+    }
+}
+
+impl herald_core::Clock for TokioClock {
+    fn now(&self) -> herald_core::Timestamp {
+        self.start + chrono::Duration::from_std(self.origin.elapsed()).unwrap()
+    }
+}
+
+/// A platform that enforces its windows exactly, as the real one counts:
+/// every other request arrives `before` after it is made (the others at
+/// once) and is answered `after` later; a send that would make `count` + 1
+/// within a window is a 429.
+struct Windowed {
+    rules: Vec<(u32, Duration)>,
+    before: Duration,
+    after: Duration,
+    arrivals: Mutex<Vec<tokio::time::Instant>>,
+    refused: Mutex<u32>,
+    calls: Mutex<u32>,
+}
+
+impl Windowed {
+    fn new(rules: Vec<(u32, Duration)>, before: Duration, after: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            rules,
+            before,
+            after,
+            arrivals: Mutex::new(Vec::new()),
+            refused: Mutex::new(0),
+            calls: Mutex::new(0),
+        })
+    }
+
+    /// Seconds since `start` of each accepted send, rounded to the millisecond.
+    fn times(&self, start: tokio::time::Instant) -> Vec<f64> {
+        self.arrivals
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|at| ((*at - start).as_secs_f64() * 1000.0).round() / 1000.0)
+            .collect()
+    }
+}
+
+#[async_trait]
+impl PlatformSender for Windowed {
+    fn channel(&self) -> ChannelName {
+        ChannelName::new("windowed")
+    }
+    fn limit(&self) -> Limit {
+        Limit {
+            max: 1000,
+            unit: LengthUnit::Chars,
+        }
+    }
+    async fn send_chunk(
+        &self,
+        _: &ConversationRef,
+        _: &str,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        let slow = {
+            let mut calls = self.calls.lock().unwrap();
+            *calls += 1;
+            *calls % 2 == 1
+        };
+        if slow {
+            tokio::time::sleep(self.before).await;
+        }
+        let now = tokio::time::Instant::now();
+        let verdict = {
+            let mut arrivals = self.arrivals.lock().unwrap();
+            let over = self.rules.iter().any(|&(count, per)| {
+                arrivals.iter().filter(|at| now.duration_since(**at) < per).count() >= count as usize
+            });
+            if !over {
+                arrivals.push(now);
+            }
+            over
+        };
+        tokio::time::sleep(self.after).await;
+        if verdict {
+            *self.refused.lock().unwrap() += 1;
+            return Err(ChannelError::RateLimited {
+                retry_after: Duration::from_secs(1),
+            });
+        }
+        Ok("1".into())
+    }
+}
+
+fn group() -> ConversationRef {
+    ConversationRef {
+        id: ConversationId::new("windowed:-5"),
+        channel: ChannelName::new("windowed"),
+        kind: ConversationKind::Group,
+        chat: "-5".into(),
+        thread: None,
+    }
+}
+
+fn reply(conversation: ConversationRef, n: usize) -> OutboundMessage {
+    OutboundMessage {
+        conversation,
+        text: format!("reply {n}"),
+        reply_to: None,
+        idempotency_key: None,
+    }
+}
+
+fn limits(per_chat: Option<&str>, per_group: Option<&str>) -> RateLimits {
+    RateLimits {
+        per_chat: per_chat.and_then(|r| Rate::parse(r).unwrap()),
+        per_group: per_group.and_then(|r| Rate::parse(r).unwrap()),
+        per_bot: None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_group_gets_its_burst_at_once_and_the_next_reply_when_the_first_leaves() {
+    let platform = Windowed::new(vec![(20, Duration::from_secs(60))], Duration::ZERO, Duration::ZERO);
+    let limiter = Arc::new(LocalLimiter::new(TokioClock::new()));
+    let delivery = Delivery::with_limiter(platform.clone(), &limits(None, Some("20/m")), limiter);
+    let start = tokio::time::Instant::now();
+    for n in 0..22 {
+        delivery.send(&reply(group(), n)).await.unwrap();
+    }
+    let mut expected = vec![0.0; 20];
+    expected.extend([60.0, 60.0]);
+    assert_eq!(platform.times(start), expected);
+    assert_eq!(*platform.refused.lock().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_chat_and_per_group_windows_both_hold_in_a_group() {
+    let platform = Windowed::new(
+        vec![(1, Duration::from_secs(1)), (20, Duration::from_secs(60))],
+        Duration::ZERO,
+        Duration::ZERO,
+    );
+    let limiter = Arc::new(LocalLimiter::new(TokioClock::new()));
+    let delivery = Delivery::with_limiter(platform.clone(), &limits(Some("1/s"), Some("20/m")), limiter);
+    let start = tokio::time::Instant::now();
+    for n in 0..22 {
+        delivery.send(&reply(group(), n)).await.unwrap();
+    }
+    let mut expected: Vec<f64> = (0..20).map(f64::from).collect();
+    // The 21st waits for the first to leave the minute; the 22nd a second more.
+    expected.extend([60.0, 61.0]);
+    assert_eq!(platform.times(start), expected);
+    assert_eq!(*platform.refused.lock().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_requests_never_make_the_platform_count_one_too_many() {
+    // Every other request arrives 120 ms after it is made, and each is
+    // answered 80 ms after it arrived: a limiter that counted sends from
+    // their start would let a fast one arrive inside the window of a slow one.
+    let platform = Windowed::new(
+        vec![(3, Duration::from_secs(3))],
+        Duration::from_millis(120),
+        Duration::from_millis(80),
+    );
+    let limiter: Arc<dyn SendLimiter> = Arc::new(LocalLimiter::new(TokioClock::new()));
+    let delivery = Arc::new(Delivery::with_limiter(
+        platform.clone(),
+        &limits(Some("3/3s"), None),
+        limiter,
+    ));
+    // Four senders at once, as four workers would be.
+    let mut sends = tokio::task::JoinSet::new();
+    for worker in 0..4 {
+        let delivery = delivery.clone();
+        sends.spawn(async move {
+            for n in 0..5 {
+                let mut conversation = group();
+                conversation.kind = ConversationKind::Direct;
+                delivery.send(&reply(conversation, worker * 10 + n)).await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = sends.join_next().await {
+        done.unwrap();
+    }
+    assert_eq!(*platform.refused.lock().unwrap(), 0, "no send was refused");
+    assert_eq!(platform.arrivals.lock().unwrap().len(), 20);
+}
