@@ -258,6 +258,14 @@ impl Liveness {
         }
     }
 
+    /// When the grace of the first holder seen dead and not yet taken over ends.
+    fn next_grace_end<E: Engine>(&self) -> Option<Instant> {
+        let seen = self.seen_dead.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.iter()
+            .map(|(holder, since)| *since + self.grace::<E>(holder))
+            .min()
+    }
+
     /// Releases the lock and stops the background tasks (closing the store).
     pub(crate) async fn close(&self) {
         self.closed.store(true, Ordering::Release);
@@ -362,16 +370,24 @@ pub(crate) fn start<E: Engine>(store: &Arc<Store<E>>) {
 /// How often a store looks for dead holders, at most.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
+/// Probes every `every`, and also right when a holder seen dead has been
+/// so for its grace, so its tasks move the moment they may.
 async fn probe<E: Engine>(store: Weak<Store<E>>, every: Duration) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next = Instant::now();
     loop {
-        ticks.tick().await;
+        tokio::time::sleep_until(next).await;
         let Some(store) = store.upgrade() else { return };
         // Before migrations ran, or while the database is away: next time.
         if let Err(err) = store.take_over_dead_holders().await {
             debug!(error = %err, "could not look for dead holders");
         }
+        // Never sooner than an eighth of the interval: a takeover that
+        // failed is not retried in a tight loop.
+        let (soonest, regular) = (Instant::now() + every / 8, Instant::now() + every);
+        next = store
+            .liveness
+            .next_grace_end::<E>()
+            .map_or(regular, |due| due.clamp(soonest, regular));
     }
 }
 
