@@ -50,7 +50,10 @@ pub struct QueueStats {
 /// - `claim` never hands out a task while an earlier task of the same
 ///   conversation is unfinished, so each conversation is served in arrival
 ///   order; different conversations are served in parallel.
-/// - a lease that expires makes its task claimable again.
+/// - a lease that expires makes its task claimable again, and so does a
+///   lease whose holder is known dead (its process lost the hold that
+///   [`TaskQueue::forfeited`] watches) — but only after that holder stopped
+///   its turns, so two live workers never serve one task.
 #[async_trait]
 pub trait TaskQueue: Send + Sync {
     async fn enqueue(&self, task: NewTask) -> Result<Enqueued, StoreError>;
@@ -60,6 +63,16 @@ pub trait TaskQueue: Send + Sync {
 
     /// Extends a lease that is still held, for turns that take long.
     async fn extend(&self, lease: &mut Lease) -> Result<(), StoreError>;
+
+    /// Returns once this process can no longer vouch for `lease`: it lost
+    /// the hold on the queue that tells other processes it is alive, so they
+    /// may take the task over before the lease expires. The turn must stop
+    /// at once; every later change under the lease fails as lost. Never
+    /// returns while the hold lasts.
+    async fn forfeited(&self, lease: &Lease) {
+        let _ = lease;
+        std::future::pending::<()>().await;
+    }
 
     async fn complete(&self, lease: &Lease) -> Result<(), StoreError>;
 

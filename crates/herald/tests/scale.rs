@@ -318,6 +318,47 @@ async fn two_processes_on_postgres_killed_at_random_answer_every_message_once() 
     crash_and_restart(setup, &database.url, 2, 300).await;
 }
 
+/// A process killed in the middle of a turn leaves its task to the other
+/// process at once, not after its lease: the lease here is an hour, so only
+/// the takeover of a dead holder's tasks can answer within the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_held_by_a_killed_process_is_taken_over_long_before_its_lease() {
+    let Some(database) = TestDatabase::from_env("herald_e2e").await else {
+        return;
+    };
+    let setup = Setup::with_options(
+        FakeTelegram::start().await,
+        Options {
+            storage_url: Some(database.url.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let config = std::fs::read_to_string(&setup.config).unwrap();
+    assert!(config.contains("lease: 2s"), "{config}");
+    std::fs::write(&setup.config, config.replace("lease: 2s", "lease: 1h")).unwrap();
+
+    let first = setup.start().await;
+    setup.model.push(herald_testkit::Reply::Hang);
+    let admin = setup.platform.admin();
+    setup.platform.send_dm(&admin, "still there?").await;
+    tokio::time::timeout(REPLY, setup.model.wait_for_requests(1))
+        .await
+        .expect("the turn reached the model");
+    first.kill().await;
+
+    let second = setup.start().await;
+    let sent = setup.sent(1, REPLY, &second).await;
+    let texts: Vec<&str> = sent.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["echo: still there?"]);
+    assert_eq!(
+        setup.model.requests().len(),
+        2,
+        "the killed turn and the one taken over"
+    );
+    assert_eq!(unfinished_tasks(&database.url).await, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_process_takes_over_polling_when_the_holder_dies() {
     let setup = Setup::new(FakeTelegram::start().await).await;

@@ -69,6 +69,13 @@ pub struct QueueConfig {
     /// long and never less than the platforms' redelivery window.
     #[serde(with = "herald_core::duration::serde")]
     pub retention: Duration,
+    /// PostgreSQL: how long a process may go without confirming its hold on
+    /// the database (its liveness lock's connection) before it abandons its
+    /// turns; other processes take over the tasks of a process whose lock
+    /// they find free after 1.5 times this, well before `lease` expires.
+    /// On SQLite a dead process's tasks are taken over at once.
+    #[serde(with = "herald_core::duration::serde")]
+    pub liveness_timeout: Duration,
 }
 
 impl Default for QueueConfig {
@@ -80,16 +87,22 @@ impl Default for QueueConfig {
             max_attempts: 5,
             poll_interval: Duration::from_secs(2),
             retention: Duration::from_secs(7 * 24 * 3600),
+            liveness_timeout: Duration::from_secs(2),
         }
     }
 }
 
 impl QueueConfig {
-    /// A zero lease would hand a task to a second worker at once, and a task
-    /// needs at least one attempt.
+    /// A zero lease (or liveness timeout) would hand a task to a second
+    /// worker at once, and a task needs at least one attempt.
     pub(crate) fn validate(&self) -> Result<(), StoreError> {
         if self.lease.is_zero() {
             return Err(StoreError::Unavailable("queue.lease must be longer than 0".into()));
+        }
+        if self.liveness_timeout.is_zero() {
+            return Err(StoreError::Unavailable(
+                "queue.liveness_timeout must be longer than 0".into(),
+            ));
         }
         if self.max_attempts == 0 {
             return Err(StoreError::Unavailable("queue.max_attempts must be at least 1".into()));
@@ -135,6 +148,13 @@ mod tests {
                     ..Default::default()
                 },
                 "queue.lease",
+            ),
+            (
+                QueueConfig {
+                    liveness_timeout: Duration::ZERO,
+                    ..Default::default()
+                },
+                "queue.liveness_timeout",
             ),
             (
                 QueueConfig {

@@ -11,12 +11,15 @@
 //!   are bound (a JSON array for `json_each`, or a text array for `ANY`);
 //! - telling other processes that a task may be claimable (PostgreSQL's
 //!   `NOTIFY`; SQLite cannot, so its idle workers poll);
-//! - migrations, the exclusive locks, closing.
+//! - migrations, the exclusive locks, closing;
+//! - each store's liveness lock and the probe for dead holders
+//!   (`liveness.rs`): a connection-bound advisory lock that a live process
+//!   can lose with its connection, or a file lock that it cannot.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, StoreError};
+use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, HeldLock, StoreError};
 use sqlx::{Pool, Transaction};
 
 use crate::statement::{On, Sql, Statement};
@@ -29,8 +32,14 @@ pub(crate) trait Engine: Send + Sync + 'static {
 
     /// Leases the next claimable task: `$1` the lease token, `$2` its expiry,
     /// `$3` now, `$4`/`$5` the filter's channel and conversation lists (see
-    /// [`Engine::bind_filter`]); returns the columns of `sql::task_columns!`.
+    /// [`Engine::bind_filter`]), `$6` the holder id; returns the columns of
+    /// `sql::task_columns!`.
     const CLAIM: &'static str;
+
+    /// Whether a live process can lose its liveness lock (PostgreSQL: with
+    /// its connection). Then it must keep confirming the lock, and others
+    /// wait out a grace before taking a free holder's tasks.
+    const LIVENESS_CAN_BE_LOST: bool;
 
     /// Counts the unfinished tasks that `$1`/`$2` (the filter's lists) allow,
     /// as `pending`.
@@ -70,6 +79,13 @@ pub(crate) trait Engine: Send + Sync + 'static {
     fn close(&self) -> impl Future<Output = ()> + Send;
 
     fn locks(&self) -> Arc<dyn ExclusiveLocks>;
+
+    /// Takes the liveness lock of holder `id`, held until released or dropped.
+    fn hold(&self, id: &str) -> impl Future<Output = Result<Box<dyn HeldLock>, StoreError>> + Send;
+
+    /// The holders of leased tasks, other than `me`, whose liveness lock is
+    /// free.
+    fn dead_holders(&self, me: &str) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
 }
 
 /// A claim filter's channel and conversation lists; `None` allows all.

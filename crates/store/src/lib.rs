@@ -22,6 +22,9 @@
 //!   database.
 //! - Each conversation has at most one task leased at a time, its lowest-id
 //!   unfinished one: see the claim in `sqlite/claim.rs` and `postgres/claim.rs`.
+//! - Each open store is a holder with a liveness lock; a dead holder's tasks
+//!   are taken over in seconds, and a holder that lost its lock stops its
+//!   turns before anyone takes them (`liveness.rs`).
 //! - Text is written without U+0000 on both engines (`text.rs`): PostgreSQL
 //!   cannot hold it, and a message must never fail to be stored for it.
 //! - Finished tasks are pruned after `queue.retention` (`prune.rs`); history
@@ -34,6 +37,7 @@ mod config;
 mod conversations;
 mod engine;
 mod error;
+mod liveness;
 mod locks;
 mod migrations;
 mod postgres;
@@ -94,13 +98,13 @@ impl Storage {
         let (store, send_windows): (Arc<dyn Backend>, Option<Arc<dyn SendLimiter>>) = match url::engine(&storage.url)? {
             Engine::Sqlite => {
                 let engine = SqliteEngine::connect(storage).await?;
-                (Store::open(engine, clock, queue, wakeup), None)
+                (Store::open(engine, clock, queue, wakeup).await?, None)
             }
             Engine::Postgres => {
                 let engine = PgEngine::connect(storage, wakeup.clone(), queue.poll_interval).await?;
                 let windows = SharedSendWindows::new(engine.writes().clone(), clock.clone());
                 (
-                    Store::open(engine, clock, queue, wakeup),
+                    Store::open(engine, clock, queue, wakeup).await?,
                     Some(Arc::new(windows) as Arc<dyn SendLimiter>),
                 )
             }
@@ -148,6 +152,13 @@ impl Storage {
     /// minutes; history is never deleted.
     pub async fn prune(&self) -> Result<Pruned, StoreError> {
         self.store.prune().await
+    }
+
+    /// Takes over, now, the tasks of processes found gone (their liveness
+    /// lock free, for long enough that they stopped their turns); returns
+    /// how many. The store does this by itself every second.
+    pub async fn take_over_dead_holders(&self) -> Result<u64, StoreError> {
+        self.store.take_over_dead_holders().await
     }
 
     /// `"sqlite"` or `"postgres"`.

@@ -10,6 +10,9 @@
 //!   becomes one task;
 //! - every change after the claim names the lease token, so a worker whose
 //!   lease expired and was claimed by another changes nothing and learns it;
+//! - the claim records the store's holder and the token starts with it, so
+//!   a dead holder's tasks are taken over early and a fenced holder's
+//!   changes are refused without a round trip (`liveness.rs`);
 //! - a change that may make a task claimable is announced to other processes
 //!   and wakes this process's idle workers.
 
@@ -23,12 +26,17 @@ use tracing::debug;
 use crate::engine::Engine;
 use crate::statement::{Columns, On, Statement};
 use crate::store::Store;
-use crate::{error, rows, sql, statement, text};
+use crate::{error, liveness, rows, sql, statement, text};
 
 impl<E: Engine> Store<E> {
     /// Runs a lease-guarded change, binding the task id and the lease token
     /// as its last two parameters: no row changed means the lease is gone.
+    /// A lease this store no longer vouches for (its holder was fenced,
+    /// `liveness.rs`) changes nothing either: another process may hold it.
     async fn guarded(&self, statement: Statement<E::Db>, lease: &Lease) -> Result<(), StoreError> {
+        if !self.liveness.vouches(&lease.token) {
+            return Err(StoreError::LeaseLost(lease.task.id));
+        }
         let changed = statement
             .int(lease.task.id.0)
             .text(&lease.token)
@@ -138,14 +146,24 @@ impl<E: Engine> TaskQueue for Store<E> {
     }
 
     async fn claim(&self, filter: &ClaimFilter) -> Result<Option<Lease>, StoreError> {
+        let Some(holder) = self.liveness.claimer()? else {
+            debug!("no liveness lock held right now; claiming nothing");
+            return Ok(None);
+        };
         let now = self.now();
-        let token = uuid::Uuid::new_v4().to_string();
+        let token = liveness::token(&holder);
         let expires_at = rows::later(now, self.queue.lease);
         let statement = Statement::new(E::CLAIM).text(&token).int(expires_at).int(now);
         let row = E::bind_filter(statement, filter)
+            .text(&holder.id)
             .fetch_optional(self.engine.writes())
             .await?;
         let Some(row) = row else { return Ok(None) };
+        // The holder lost its lock while claiming: the task is left to the
+        // takeover of dead holders' tasks (this process's own included).
+        if !self.liveness.vouches(&token) {
+            return Ok(None);
+        }
         Ok(Some(Lease {
             task: rows::task(&row)?,
             token,
@@ -153,13 +171,22 @@ impl<E: Engine> TaskQueue for Store<E> {
         }))
     }
 
+    /// Confirms the liveness lock first (a round trip on its own connection,
+    /// once per extension): a holder that lost it extends nothing.
     async fn extend(&self, lease: &mut Lease) -> Result<(), StoreError> {
+        if !self.liveness.confirm(&lease.token).await {
+            return Err(StoreError::LeaseLost(lease.task.id));
+        }
         let now = self.now();
         let expires_at = rows::later(now, self.queue.lease);
         self.guarded(Statement::new(sql::EXTEND).int(expires_at).int(now), lease)
             .await?;
         lease.expires_at = from_millis(expires_at);
         Ok(())
+    }
+
+    async fn forfeited(&self, lease: &Lease) {
+        self.liveness.forfeited(&lease.token).await;
     }
 
     async fn complete(&self, lease: &Lease) -> Result<(), StoreError> {

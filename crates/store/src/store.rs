@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::QueueConfig;
 use crate::engine::Engine;
+use crate::liveness::{self, Liveness};
 use crate::prune::{self, Pruned};
 use crate::wake::Wakeup;
 
@@ -23,23 +24,36 @@ pub(crate) struct Store<E> {
     pub(crate) wakeup: Arc<Wakeup>,
     /// The background prune (`prune.rs`), stopped by `close` or drop.
     pruner: Mutex<Option<JoinHandle<()>>>,
+    /// This store's holder id and liveness lock, and the takeover of dead
+    /// holders' tasks (`liveness.rs`).
+    pub(crate) liveness: Liveness,
 }
 
 impl<E: Engine> Store<E> {
-    /// The store over `engine`, pruning in the background unless
-    /// `queue.retention` keeps everything.
-    pub(crate) fn open(engine: E, clock: Arc<dyn Clock>, queue: &QueueConfig, wakeup: Arc<Wakeup>) -> Arc<Self> {
+    /// The store over `engine`, under a new holder whose liveness lock it
+    /// takes first; pruning in the background unless `queue.retention`
+    /// keeps everything.
+    pub(crate) async fn open(
+        engine: E,
+        clock: Arc<dyn Clock>,
+        queue: &QueueConfig,
+        wakeup: Arc<Wakeup>,
+    ) -> Result<Arc<Self>, StoreError> {
+        let holder = liveness::new_id(queue.liveness_timeout);
+        let lock = engine.hold(&holder).await?;
         let store = Arc::new(Self {
             engine,
             clock,
             queue: queue.clone(),
             wakeup,
             pruner: Mutex::new(None),
+            liveness: Liveness::new(holder, lock, E::LIVENESS_CAN_BE_LOST, queue.liveness_timeout),
         });
+        liveness::start(&store);
         if !queue.retention.is_zero() {
             *store.pruner.lock().unwrap_or_else(PoisonError::into_inner) = Some(prune::start(&store));
         }
-        store
+        Ok(store)
     }
 
     fn stop_pruning(&self) {
@@ -63,6 +77,7 @@ pub(crate) trait Backend: TaskQueue + ConversationStore + ScheduleStore {
     async fn migrate(&self) -> Result<(), StoreError>;
     async fn ping(&self) -> Result<(), StoreError>;
     async fn prune(&self) -> Result<Pruned, StoreError>;
+    async fn take_over_dead_holders(&self) -> Result<u64, StoreError>;
     async fn close(&self);
 }
 
@@ -88,8 +103,13 @@ impl<E: Engine> Backend for Store<E> {
         Store::prune(self).await
     }
 
+    async fn take_over_dead_holders(&self) -> Result<u64, StoreError> {
+        Store::take_over_dead_holders(self).await
+    }
+
     async fn close(&self) {
         self.stop_pruning();
+        self.liveness.close().await;
         self.engine.close().await;
     }
 }
@@ -99,5 +119,6 @@ impl<E> Drop for Store<E> {
         if let Some(pruner) = self.pruner.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
             pruner.abort();
         }
+        self.liveness.stop_tasks();
     }
 }

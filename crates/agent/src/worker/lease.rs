@@ -1,6 +1,8 @@
 //! Keeping a lease alive while its turn runs, so a slow model does not let a
 //! second worker serve the same task, and telling the turn when the lease
-//! was lost anyway (this process stalled past it, or the store said so).
+//! was lost anyway (this process stalled past it, or the store said so), or
+//! forfeit: the store lost the hold that tells other processes this one is
+//! alive, and they will take the task over in seconds.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +33,11 @@ impl LeaseKeeper {
                 loop {
                     tokio::select! {
                         _ = stopped.cancelled() => return,
+                        () = queue.forfeited(&lease) => {
+                            warn!("this process lost its hold on the queue; the lease is forfeit");
+                            lost.cancel();
+                            return;
+                        }
                         _ = tokio::time::sleep(every) => {}
                     }
                     if let Err(err) = queue.extend(&mut lease).await {

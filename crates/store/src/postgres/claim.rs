@@ -28,13 +28,13 @@ use crate::engine::filter_lists;
 use crate::sql::task_columns;
 use crate::statement::Statement;
 
-/// `herald_claim_task` (migration 0003) walks `tasks_unfinished_by_priority`
+/// `herald_claim_task` (migrations 0003 and 0006) walks `tasks_unfinished_by_priority`
 /// in order, planned with sorts off, and takes the first claimable
 /// conversation head, skipping rows another worker is claiming.
 pub(super) const CLAIM: &str = concat!(
     "SELECT ",
     task_columns!(),
-    " FROM herald_claim_task($1, $2, $3, $4, $5)"
+    " FROM herald_claim_task($1, $2, $3, $4, $5, $6)"
 );
 
 pub(super) const PENDING: &str = "\

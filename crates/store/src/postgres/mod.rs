@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, StoreError, redact};
+use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, HeldLock, StoreError, redact};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tokio::task::JoinHandle;
@@ -27,8 +27,8 @@ use tokio::task::JoinHandle;
 use crate::config::StorageConfig;
 use crate::engine::Engine;
 use crate::error;
-use crate::locks::PgLocks;
-use crate::statement::{self, On, Statement};
+use crate::locks::{self, PgLocks};
+use crate::statement::{self, Columns, On, Statement};
 use crate::wake::Wakeup;
 
 /// The NOTIFY channel of the task queue.
@@ -87,6 +87,7 @@ impl Engine for PgEngine {
     const NAME: &'static str = "postgres";
     const CLAIM: &'static str = claim::CLAIM;
     const PENDING: &'static str = claim::PENDING;
+    const LIVENESS_CAN_BE_LOST: bool = true;
 
     fn reads(&self) -> &PgPool {
         &self.pool
@@ -137,6 +138,18 @@ impl Engine for PgEngine {
 
     fn locks(&self) -> Arc<dyn ExclusiveLocks> {
         self.locks.clone()
+    }
+
+    async fn hold(&self, id: &str) -> Result<Box<dyn HeldLock>, StoreError> {
+        self.locks.hold(id).await
+    }
+
+    async fn dead_holders(&self, me: &str) -> Result<Vec<String>, StoreError> {
+        let rows = Statement::<Postgres>::new(locks::DEAD_HOLDERS)
+            .text(me)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|row| row.text("holder")).collect()
     }
 }
 

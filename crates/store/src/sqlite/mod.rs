@@ -31,7 +31,7 @@ mod plans;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, StoreError, redact};
+use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, HeldLock, StoreError, redact};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 
@@ -39,7 +39,7 @@ use crate::config::StorageConfig;
 use crate::engine::Engine;
 use crate::error;
 use crate::locks::SqliteLocks;
-use crate::statement::{self, On, Statement};
+use crate::statement::{self, Columns, On, Statement};
 
 pub(crate) struct SqliteEngine {
     /// Exactly one connection: every write goes through it.
@@ -90,6 +90,7 @@ impl SqliteEngine {
             files::make_companions_private(database);
         }
         let locks = Arc::new(SqliteLocks { database });
+        locks.sweep();
         Ok(Self { write, read, locks })
     }
 }
@@ -100,6 +101,7 @@ impl Engine for SqliteEngine {
     const NAME: &'static str = "sqlite";
     const CLAIM: &'static str = claim::CLAIM;
     const PENDING: &'static str = claim::PENDING;
+    const LIVENESS_CAN_BE_LOST: bool = false;
 
     fn reads(&self) -> &SqlitePool {
         &self.read
@@ -151,7 +153,32 @@ impl Engine for SqliteEngine {
     fn locks(&self) -> Arc<dyn ExclusiveLocks> {
         self.locks.clone()
     }
+
+    async fn hold(&self, id: &str) -> Result<Box<dyn HeldLock>, StoreError> {
+        self.locks.hold(id)
+    }
+
+    /// Holders are processes on this machine; an in-memory database has
+    /// only this one.
+    async fn dead_holders(&self, me: &str) -> Result<Vec<String>, StoreError> {
+        if self.locks.database.is_none() {
+            return Ok(Vec::new());
+        }
+        let rows = Statement::<Sqlite>::new(LEASE_HOLDERS)
+            .text(me)
+            .fetch_all(&self.read)
+            .await?;
+        let holders = rows
+            .iter()
+            .map(|row| row.text("holder"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(holders.into_iter().filter(|id| self.locks.is_dead(id)).collect())
+    }
 }
+
+/// The holders of leased tasks other than `$1`, through `tasks_leased_by_holder`.
+const LEASE_HOLDERS: &str = "\
+SELECT DISTINCT lease_holder AS holder FROM tasks WHERE state = 'leased' AND lease_holder IS NOT NULL AND lease_holder <> $1";
 
 fn opening(url: &str, err: sqlx::Error) -> StoreError {
     StoreError::Unavailable(format!("cannot open {}: {err}", redact::url(url)))

@@ -4,6 +4,7 @@
 
 pub mod concurrency;
 pub mod conversations;
+pub mod liveness;
 pub mod locks;
 pub mod queue;
 pub mod retention;
@@ -39,6 +40,7 @@ pub fn queue_config() -> QueueConfig {
         max_attempts: 4,
         poll_interval: Duration::from_secs(3600),
         retention: RETENTION,
+        liveness_timeout: Duration::from_secs(2),
     }
 }
 
@@ -127,6 +129,9 @@ macro_rules! backend_suite {
             schedules::processes_sharing_the_database_fire_a_due_run_once,
             locks::a_lock_has_one_holder_until_it_is_released,
             locks::a_holder_that_goes_away_frees_its_lock,
+            liveness::a_live_holders_task_is_never_taken_over,
+            liveness::a_dead_holders_task_is_taken_over_before_its_lease_expires,
+            liveness::a_closed_store_vouches_for_nothing,
         );
     };
     (@cases $setup:path; $($module:ident :: $case:ident),* $(,)?) => {
