@@ -37,6 +37,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "lease holders",
         include_str!("../../../migrations/sqlite/0006_lease_holders.sql"),
     ),
+    (
+        7,
+        "send windows",
+        include_str!("../../../migrations/sqlite/0007_send_windows.sql"),
+    ),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -66,9 +71,9 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         include_str!("../../../migrations/postgres/0006_lease_holders.sql"),
     ),
     (
-        10,
+        7,
         "send windows",
-        include_str!("../../../migrations/postgres/0010_send_windows.sql"),
+        include_str!("../../../migrations/postgres/0007_send_windows.sql"),
     ),
 ];
 

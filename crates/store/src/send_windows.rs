@@ -3,7 +3,7 @@
 //! whole: core's [`SendLimiter`] over the `send_windows` table.
 //!
 //! Each key's row holds the unix-ms times of its latest sends.
-//! `herald_take_send` (migration 0010) locks the rows of every key a send
+//! `herald_take_send` (migration 0007) locks the rows of every key a send
 //! must fit (in key order, so two processes never deadlock), and takes a
 //! place in all of them or returns how long to wait: one statement, one
 //! round trip. Under READ COMMITTED, `FOR UPDATE` waits for a concurrent
