@@ -232,7 +232,7 @@ mod tests {
             .iter()
             .map(|m| match m {
                 ChatMessage::System { content } => format!("S:{content}"),
-                ChatMessage::User { content } => format!("U:{content}"),
+                ChatMessage::User { content, .. } => format!("U:{content}"),
                 ChatMessage::Assistant { content, .. } => format!("A:{}", content.clone().unwrap_or_default()),
                 ChatMessage::Tool { content, .. } => format!("T:{content}"),
             })

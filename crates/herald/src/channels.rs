@@ -3,15 +3,19 @@
 //! The gateway sink between ingress and the queue is built here too, because
 //! it needs the outbound half to answer pairing requests.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use herald_channels::Built;
 use herald_channels::access::PairingReplies;
+use herald_channels::attachments::{AttachmentIntake, FetchAttachment};
 use herald_channels::config::ChannelsConfig;
 use herald_channels::gateway::Gateway;
-use herald_core::{Admins, ChannelIngress, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, Outbound};
+use herald_core::{
+    Admins, ChannelIngress, ChannelName, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, Outbound,
+};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, info, info_span, warn};
@@ -21,6 +25,8 @@ use crate::app::App;
 pub struct Channels {
     pub outbound: Outbound,
     pub ingress: Vec<Arc<dyn ChannelIngress>>,
+    /// Each channel's way of fetching its messages' files.
+    pub fetchers: BTreeMap<ChannelName, Arc<dyn FetchAttachment>>,
 }
 
 /// The adapters `config` asks for, not yet connected. `store` is where
@@ -45,14 +51,33 @@ pub fn build(config: &ChannelsConfig, store: Option<Arc<dyn ConversationStore>>)
     }
     let mut outbound = Outbound::new();
     let mut ingress: Vec<Arc<dyn ChannelIngress>> = Vec::new();
+    let mut fetchers = BTreeMap::new();
     for channel in built {
+        if let Some(fetcher) = channel.fetcher {
+            fetchers.insert(channel.ingress.channel(), fetcher);
+        }
         outbound = outbound.with(channel.outbound);
         ingress.push(channel.ingress);
     }
-    Ok(Channels { outbound, ingress })
+    Ok(Channels {
+        outbound,
+        ingress,
+        fetchers,
+    })
 }
 
-pub fn gateway(app: &App, outbound: Outbound, status: ChannelStatus) -> Arc<dyn InboundSink> {
+pub fn gateway(
+    app: &App,
+    outbound: Outbound,
+    status: ChannelStatus,
+    fetchers: BTreeMap<ChannelName, Arc<dyn FetchAttachment>>,
+) -> Arc<dyn InboundSink> {
+    let attachments = Arc::new(AttachmentIntake {
+        config: app.config.channels.attachments.clone(),
+        files: app.storage.files(),
+        fetchers,
+        clock: app.clock.clone(),
+    });
     Arc::new(Gateway {
         queue: app.storage.queue(),
         store: app.storage.conversations(),
@@ -63,6 +88,7 @@ pub fn gateway(app: &App, outbound: Outbound, status: ChannelStatus) -> Arc<dyn 
         pairing_replies: PairingReplies::new(app.config.access.pairing_replies_per_hour),
         clock: app.clock.clone(),
         status,
+        attachments: Some(attachments),
     })
 }
 

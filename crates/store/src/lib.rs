@@ -26,6 +26,8 @@
 //!   cannot hold it, and a message must never fail to be stored for it.
 //! - Finished tasks are pruned after `queue.retention` (`prune.rs`); history
 //!   never is, and a dedup key outlives the platforms' redelivery window.
+//! - Files that came with messages are kept once per content (`files.rs`),
+//!   in the database so every process sharing the queue finds them.
 //! - A SQLite database and its `-wal` and `-shm` files are private to their
 //!   owner (`sqlite/files.rs`).
 //! - No store decides policy (who may do what): it keeps what it is given.
@@ -34,6 +36,7 @@ mod config;
 mod conversations;
 mod engine;
 mod error;
+mod files;
 mod locks;
 mod migrations;
 mod postgres;
@@ -51,9 +54,10 @@ mod wake;
 
 use std::sync::Arc;
 
-use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, StoreError, TaskQueue};
+use herald_core::{Clock, ConversationStore, ExclusiveLocks, FileStore, ScheduleStore, StoreError, TaskQueue};
 
 pub use crate::config::{QueueConfig, StorageConfig};
+pub use crate::files::sha256_hex;
 use crate::postgres::PgEngine;
 pub use crate::prune::Pruned;
 use crate::sqlite::SqliteEngine;
@@ -114,6 +118,11 @@ impl Storage {
     }
 
     pub fn schedules(&self) -> Arc<dyn ScheduleStore> {
+        self.store.clone()
+    }
+
+    /// Files that came with messages, stored once per content.
+    pub fn files(&self) -> Arc<dyn FileStore> {
         self.store.clone()
     }
 

@@ -32,6 +32,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../../../migrations/sqlite/0004_retention.sql"),
     ),
+    (5, "files", include_str!("../../../migrations/sqlite/0005_files.sql")),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -55,6 +56,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../../../migrations/postgres/0004_retention.sql"),
     ),
+    (5, "files", include_str!("../../../migrations/postgres/0005_files.sql")),
 ];
 
 fn migrator(files: &'static [(i64, &'static str, &'static str)]) -> Migrator {

@@ -47,5 +47,6 @@ pub fn build(config: &DiscordConfig) -> Result<Built, ChannelError> {
     Ok(Built {
         outbound: Arc::new(delivery),
         ingress: Arc::new(ingress),
+        fetcher: None,
     })
 }

@@ -50,5 +50,9 @@ pub fn build(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>) ->
     };
     let outbound = Arc::new(Delivery::new(sender.clone(), &limits));
     let ingress = Arc::new(EmailIngress::new(config, store, sender));
-    Ok(Built { outbound, ingress })
+    Ok(Built {
+        outbound,
+        ingress,
+        fetcher: None,
+    })
 }

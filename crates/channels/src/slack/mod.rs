@@ -52,5 +52,6 @@ pub fn build(config: &SlackConfig) -> Result<Built, ChannelError> {
             &config.rate_limits,
         )),
         ingress: Arc::new(SlackIngress::new(config, api, Arc::new(SystemClock))),
+        fetcher: None,
     })
 }

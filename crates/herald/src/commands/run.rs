@@ -82,7 +82,7 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
     let stop_scheduler = CancellationToken::new();
     let mut scheduler = None;
     if role.receives() {
-        let sink = channels::gateway(&app, built.outbound.clone(), status.clone());
+        let sink = channels::gateway(&app, built.outbound.clone(), status.clone(), built.fetchers.clone());
         ingress = channels::spawn_ingress(
             &built.ingress,
             sink,

@@ -4,6 +4,7 @@
 
 pub mod concurrency;
 pub mod conversations;
+pub mod files;
 pub mod locks;
 pub mod queue;
 pub mod retention;
@@ -127,6 +128,8 @@ macro_rules! backend_suite {
             schedules::processes_sharing_the_database_fire_a_due_run_once,
             locks::a_lock_has_one_holder_until_it_is_released,
             locks::a_holder_that_goes_away_frees_its_lock,
+            files::a_file_is_stored_once_and_found_after_a_restart_by_its_queued_task,
+            files::files_not_stored_again_within_the_retention_are_pruned,
         );
     };
     (@cases $setup:path; $($module:ident :: $case:ident),* $(,)?) => {
