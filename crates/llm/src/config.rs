@@ -53,6 +53,11 @@ pub struct LlmConfig {
     /// local model then times out only when it stops producing, not when a
     /// long answer takes longer than `request_timeout`.
     pub stream: bool,
+    /// Whether images go to the model as image parts: `auto` (for model
+    /// names known to accept them), `true` or `false`.
+    pub vision: crate::media::Vision,
+    /// Speech to text for voice notes and audio files; off when unset.
+    pub transcription: Option<crate::media::TranscriptionConfig>,
 }
 
 /// The context window assumed when neither the configuration nor the server
@@ -90,6 +95,8 @@ impl Default for LlmConfig {
             max_tokens: 1024,
             tool_results: ToolResults::Native,
             stream: false,
+            vision: Default::default(),
+            transcription: None,
         }
     }
 }

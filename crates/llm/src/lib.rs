@@ -19,6 +19,7 @@
 mod client;
 mod config;
 mod errors;
+mod media;
 pub mod portable;
 mod retrying;
 mod server;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 pub use client::OpenAiModel;
 pub use config::{DEFAULT_CONTEXT_TOKENS, LlmConfig, ToolResults};
 pub use herald_core::{ChatModel, LlmError};
+pub use media::{OpenAiTranscriber, TranscriptionConfig, Vision};
 pub use retrying::Retrying;
 pub use server::{ContextWindow, check, context_window, list_models, serves};
 

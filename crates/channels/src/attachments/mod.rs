@@ -93,10 +93,6 @@ impl AttachmentIntake {
         if !self.config.enabled {
             return Err("files are not fetched here (channels.attachments.enabled is off)".into());
         }
-        let claimed = config::essence(&attachment.content_type);
-        if !self.config.allows(&claimed) {
-            return Err(format!("{claimed} files are not accepted"));
-        }
         let cap = self.config.max_file_bytes.min(left);
         if attachment.size > cap {
             let what = if cap < self.config.max_file_bytes {
@@ -109,6 +105,10 @@ impl AttachmentIntake {
                 human_size(attachment.size),
                 human_size(cap)
             ));
+        }
+        let claimed = config::essence(&attachment.content_type);
+        if !self.config.allows(&claimed) {
+            return Err(format!("{claimed} files are not accepted"));
         }
         let bytes = match (&attachment.inline, fetcher) {
             (Some(inline), _) if inline.0.len() as u64 > cap => {
