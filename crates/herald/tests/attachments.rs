@@ -11,6 +11,7 @@ use std::io::Cursor;
 use base64::Engine as _;
 use conformance::{REPLY, Setup};
 use herald_testkit::FakePlatform;
+use herald_testkit::discord::FakeDiscord;
 use herald_testkit::openai::{TranscriptionReply, image_urls, last_user_text};
 use herald_testkit::telegram::FakeTelegram;
 use herald_testkit::telegram::files::FakeFile;
@@ -28,7 +29,11 @@ fn png(width: u32, height: u32) -> Vec<u8> {
 /// The setup with `llm` keys added (vision, transcription) and `channels`
 /// keys (attachment caps).
 async fn setup(llm: &str, channels: &str) -> Setup<FakeTelegram> {
-    let setup = Setup::with_extra(FakeTelegram::start().await, channels).await;
+    setup_on(FakeTelegram::start().await, llm, channels).await
+}
+
+async fn setup_on<P: FakePlatform>(platform: P, llm: &str, channels: &str) -> Setup<P> {
+    let setup = Setup::with_extra(platform, channels).await;
     let config = std::fs::read_to_string(&setup.config).unwrap();
     let transcription = format!(
         "  transcription:\n    base_url: {}\n    model: whisper-1\n",
@@ -166,4 +171,36 @@ async fn an_oversize_video_is_described_and_a_text_file_is_read() {
     );
     assert!(inputs[1].contains("city,temp\nOslo,-3"), "{}", inputs[1]);
     assert!(setup.platform.file_downloads().len() == 1, "the video was not fetched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discord_attachment_is_fetched_from_its_cdn_url() {
+    let setup = setup_on(FakeDiscord::start().await, "  vision: true\n", "").await;
+    let herald = setup.start().await;
+    let admin = setup.platform.admin();
+    setup
+        .platform
+        .send_dm_with_file(&admin, "", "screenshot.png", "image/png", png(64, 48), None)
+        .await;
+    setup
+        .platform
+        .send_dm_with_file(
+            &admin,
+            "and this",
+            "movie.mp4",
+            "video/mp4",
+            Vec::new(),
+            Some(60 * 1024 * 1024),
+        )
+        .await;
+    setup.sent(2, REPLY, &herald).await;
+    let requests = setup.model.requests();
+    assert_eq!(image_urls(&requests[0]).len(), 1, "{:?}", last_user_text(&requests[0]));
+    let said = last_user_text(&requests[1]).unwrap();
+    assert!(said.contains("60 MB") && said.contains("not downloaded"), "{said}");
+    assert_eq!(
+        setup.platform.cdn_downloads().len(),
+        1,
+        "the oversize movie was not fetched"
+    );
 }

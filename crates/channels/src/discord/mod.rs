@@ -18,6 +18,7 @@
 
 pub mod client;
 pub mod config;
+pub mod files;
 pub mod ingress;
 pub mod payload;
 pub mod ratelimit;
@@ -47,6 +48,6 @@ pub fn build(config: &DiscordConfig) -> Result<Built, ChannelError> {
     Ok(Built {
         outbound: Arc::new(delivery),
         ingress: Arc::new(ingress),
-        fetcher: None,
+        fetcher: Some(Arc::new(files::DiscordFiles::new(config)?)),
     })
 }
