@@ -13,6 +13,7 @@ use conformance::{REPLY, Setup};
 use herald_testkit::FakePlatform;
 use herald_testkit::discord::FakeDiscord;
 use herald_testkit::openai::{TranscriptionReply, image_urls, last_user_text};
+use herald_testkit::slack::FakeSlack;
 use herald_testkit::telegram::FakeTelegram;
 use herald_testkit::telegram::files::FakeFile;
 
@@ -203,4 +204,31 @@ async fn a_discord_attachment_is_fetched_from_its_cdn_url() {
         1,
         "the oversize movie was not fetched"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slack_file_is_fetched_with_the_bot_token_and_a_forged_url_gets_no_token() {
+    let setup = setup_on(FakeSlack::start().await, "  vision: true\n", "").await;
+    let herald = setup.start().await;
+    let admin = setup.platform.admin();
+    setup
+        .platform
+        .send_dm_with_file(&admin, "", "chart.png", "image/png", png(32, 32), None);
+    setup.sent(1, REPLY, &herald).await;
+    setup.platform.send_dm_with_file(
+        &admin,
+        "and this one",
+        "secrets.txt",
+        "text/plain",
+        b"x".to_vec(),
+        Some("https://evil.example/files-pri/T0-F0/secrets.txt"),
+    );
+    setup.sent(2, REPLY, &herald).await;
+    let requests = setup.model.requests();
+    assert_eq!(image_urls(&requests[0]).len(), 1, "{:?}", last_user_text(&requests[0]));
+    let said = last_user_text(&requests[1]).unwrap();
+    assert!(said.contains("not on Slack's file host"), "{said}");
+    let downloads = setup.platform.file_downloads();
+    assert_eq!(downloads.len(), 1, "{downloads:?}");
+    assert!(downloads[0].1, "url_private was fetched with the bot token");
 }

@@ -22,6 +22,7 @@
 
 pub mod client;
 pub mod config;
+pub mod files;
 pub mod ingress;
 pub mod payload;
 pub mod render;
@@ -52,6 +53,6 @@ pub fn build(config: &SlackConfig) -> Result<Built, ChannelError> {
             &config.rate_limits,
         )),
         ingress: Arc::new(SlackIngress::new(config, api, Arc::new(SystemClock))),
-        fetcher: None,
+        fetcher: Some(Arc::new(files::SlackFiles::new(config)?)),
     })
 }
