@@ -252,3 +252,64 @@ async fn a_strangers_file_is_not_fetched() {
     assert_eq!(message.text, "after");
     assert!(h.fake.file_downloads().is_empty());
 }
+
+/// A mail's MIME parts are in hand already: the gateway checks and stores
+/// them like any fetched file, with no fetcher at all.
+#[tokio::test]
+async fn a_mails_inline_parts_are_checked_and_stored_without_a_fetch() {
+    use herald_core::{ConversationId, ConversationKind, ConversationRef, InboundSink, InlineBytes, Sender};
+
+    let h = Harness::start(AttachmentsConfig::default()).await;
+    let gateway = Gateway {
+        queue: h.storage.queue(),
+        store: h.storage.conversations(),
+        outbound: Outbound::new(),
+        admins: Admins::new([ActorId::new("email:ann@example.com")]),
+        access: AccessConfig::default(),
+        max_message_chars: 4000,
+        pairing_replies: PairingReplies::new(3),
+        clock: Arc::new(SystemClock),
+        status: Default::default(),
+        attachments: Some(Arc::new(AttachmentIntake {
+            config: AttachmentsConfig::default(),
+            files: h.storage.files(),
+            fetchers: BTreeMap::new(),
+            clock: Arc::new(SystemClock),
+        })),
+    };
+    let inline = |name: &str, content_type: &str, bytes: &[u8]| Attachment {
+        name: name.into(),
+        content_type: content_type.into(),
+        size: bytes.len() as u64,
+        inline: Some(InlineBytes(bytes.into())),
+        ..Attachment::default()
+    };
+    let message = InboundMessage {
+        conversation: ConversationRef {
+            id: ConversationId::new("email:ann@example.com"),
+            channel: ChannelName::new("email"),
+            kind: ConversationKind::Direct,
+            chat: "ann@example.com".into(),
+            thread: None,
+        },
+        sender: Sender {
+            id: ActorId::new("email:ann@example.com"),
+            display_name: "Ann".into(),
+        },
+        text: "Both attached.".into(),
+        platform_message_id: "<m1@example.com>".into(),
+        reply_to: None,
+        mentions_bot: true,
+        received_at: chrono::Utc::now(),
+        attachments: vec![
+            inline("minutes.txt", "text/plain", b"Decided: ship on Friday."),
+            inline("invoice.pdf", "application/pdf", b"MZ\x90\0 a program"),
+        ],
+    };
+    gateway.accept(message).await.unwrap();
+    let queued = h.next_message().await;
+    assert_eq!(h.stored(&queued.attachments[0]).await, b"Decided: ship on Friday.");
+    assert!(queued.attachments.iter().all(|a| a.inline.is_none()));
+    let refused = queued.attachments[1].not_fetched.as_deref().unwrap();
+    assert!(refused.contains("claimed to be application/pdf"), "{refused}");
+}

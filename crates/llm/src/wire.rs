@@ -48,12 +48,12 @@ fn message(message: ChatMessage) -> ChatCompletionRequestMessage {
         // Images go as content parts after the text: the one form every
         // vision-capable OpenAI-compatible server reads.
         ChatMessage::User { content, images } => {
-            let text = (!content.is_empty()).then(|| {
-                ChatCompletionRequestUserMessageContentPart::Text(ChatCompletionRequestMessageContentPartText {
+            let text = (!content.is_empty()).then_some(ChatCompletionRequestUserMessageContentPart::Text(
+                ChatCompletionRequestMessageContentPartText {
                     text: content,
                     prompt_cache_breakpoint: None,
-                })
-            });
+                },
+            ));
             let parts = text
                 .into_iter()
                 .chain(images.into_iter().map(|image| {
