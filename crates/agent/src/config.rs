@@ -26,6 +26,8 @@ pub struct AgentConfig {
     pub drain_timeout: Duration,
     /// Sent when a message could not be handled after every retry.
     pub failure_notice: String,
+    /// How a message's files go into the prompt.
+    pub attachments: crate::attachments::AttachmentPromptConfig,
 }
 
 impl Default for AgentConfig {
@@ -37,6 +39,7 @@ impl Default for AgentConfig {
             max_identical_calls: 2,
             drain_timeout: Duration::from_secs(30),
             failure_notice: "Sorry, I could not handle your message. Please try again later.".into(),
+            attachments: Default::default(),
         }
     }
 }

@@ -5,12 +5,14 @@
 //! hands every call the model makes to the [`Toolbox`](herald_core::Toolbox),
 //! which enforces policy at execution.
 
+pub mod attachments;
 pub mod config;
 pub mod prompt;
 pub mod turn;
 pub mod worker;
 
+pub use attachments::{AttachmentPromptConfig, AttachmentReader, PreparedInput};
 pub use config::{AgentConfig, ContextWindow, TurnLimits};
-pub use prompt::{PromptAccounting, assemble_prompt};
+pub use prompt::{PromptAccounting, TurnAttachments, assemble_prompt};
 pub use turn::{TurnError, TurnOutcome, TurnRequest, run_turn};
 pub use worker::{Agent, AgentParts, Finish, TaskFinished, WorkerPool};

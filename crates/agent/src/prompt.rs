@@ -13,7 +13,7 @@
 //! input is cut only when it alone would not fit.
 
 use herald_core::tokens::{self, MESSAGE_OVERHEAD};
-use herald_core::{ChatMessage, HistoryEntry, PromptSection, Role, ToolSpec};
+use herald_core::{ChatMessage, HistoryEntry, ImagePart, PromptSection, Role, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 /// How a prompt was built: what `herald explain` prints.
@@ -38,6 +38,10 @@ pub struct PromptAccounting {
     pub input_tokens: usize,
     /// Whether the input itself had to be cut.
     pub input_cut: bool,
+    /// Images sent as image parts with the input.
+    pub image_parts: usize,
+    /// Voice notes and audio files whose transcript is the input's text.
+    pub transcripts: usize,
     /// Everything above, framing included.
     pub total_tokens: usize,
     /// The characters of the messages sent, for comparison with the tokens.
@@ -55,7 +59,18 @@ pub struct PromptParts<'a> {
     pub tools: &'a [ToolSpec],
     pub history: &'a [HistoryEntry],
     pub input: Option<&'a str>,
+    /// This turn's attachments for the model alone: images, and the text
+    /// of documents (appended to the input, cut with it).
+    pub attachments: Option<&'a TurnAttachments>,
     pub budget_tokens: usize,
+}
+
+/// What a message's files add to its turn's model calls, and nothing else
+/// (history keeps the input's reference lines only).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TurnAttachments {
+    pub images: Vec<ImagePart>,
+    pub documents: String,
 }
 
 /// Entries shorter than this are never cut, and no entry is cut shorter.
@@ -135,14 +150,24 @@ pub fn assemble_prompt(parts: &PromptParts<'_>) -> (Vec<ChatMessage>, PromptAcco
         .budget_tokens
         .saturating_sub(fixed + MESSAGE_OVERHEAD)
         .max(parts.budget_tokens / 4);
-    let input = parts.input.map(|text| cut_to(text, input_room));
-    let input_cut = match (parts.input, &input) {
+    let images = parts.attachments.map_or(&[][..], |a| &a.images[..]);
+    let image_tokens = images.len() * tokens::IMAGE_TOKENS;
+    let with_documents = match (parts.input, parts.attachments) {
+        (Some(text), Some(attachments)) if !attachments.documents.is_empty() => {
+            Some(format!("{text}{}", attachments.documents))
+        }
+        (input, _) => input.map(str::to_owned),
+    };
+    let input = with_documents
+        .as_deref()
+        .map(|text| cut_to(text, input_room.saturating_sub(image_tokens)));
+    let input_cut = match (with_documents.as_deref(), &input) {
         (Some(original), Some(sent)) => original.len() != sent.len(),
         _ => false,
     };
     let input_tokens = input
         .as_deref()
-        .map_or(0, |text| MESSAGE_OVERHEAD + tokens::estimate(text));
+        .map_or(0, |text| MESSAGE_OVERHEAD + tokens::estimate(text) + image_tokens);
 
     // History: as many of the newest entries as can be kept, each whole or
     // cut to a common cap, so short entries stay whole and long ones share
@@ -179,7 +204,10 @@ pub fn assemble_prompt(parts: &PromptParts<'_>) -> (Vec<ChatMessage>, PromptAcco
         });
     }
     if let Some(input) = input {
-        messages.push(ChatMessage::user(input));
+        messages.push(ChatMessage::User {
+            content: input,
+            images: images.to_vec(),
+        });
     }
 
     let accounting = PromptAccounting {
@@ -194,6 +222,7 @@ pub fn assemble_prompt(parts: &PromptParts<'_>) -> (Vec<ChatMessage>, PromptAcco
         history_tokens,
         input_tokens,
         input_cut,
+        image_parts: images.len(),
         total_tokens: fixed + history_tokens + input_tokens,
         total_chars: messages.iter().map(ChatMessage::chars).sum(),
         ..PromptAccounting::default()
@@ -232,7 +261,7 @@ mod tests {
             .iter()
             .map(|m| match m {
                 ChatMessage::System { content } => format!("S:{content}"),
-                ChatMessage::User { content } => format!("U:{content}"),
+                ChatMessage::User { content, .. } => format!("U:{content}"),
                 ChatMessage::Assistant { content, .. } => format!("A:{}", content.clone().unwrap_or_default()),
                 ChatMessage::Tool { content, .. } => format!("T:{content}"),
             })
@@ -247,6 +276,7 @@ mod tests {
             tools: &[],
             history: &history,
             input: Some(input),
+            attachments: None,
             budget_tokens: budget,
         });
         (contents(&messages), accounting)
@@ -363,6 +393,7 @@ mod tests {
             tools: &tools,
             history: &history,
             input: None,
+            attachments: None,
             budget_tokens: 1000,
         });
         assert_eq!(contents(&messages), vec!["S:You are Herald.\n\nskills: a, b", "U:aaaa"]);
@@ -382,6 +413,7 @@ mod tests {
             tools: &tools,
             history: &history,
             input: None,
+            attachments: None,
             budget_tokens: 14 + accounting.tool_schema_tokens,
         });
         assert_eq!(tight.history_dropped, 1);
@@ -396,6 +428,7 @@ mod tests {
             tools: &[],
             history: &history,
             input: Some("ü"),
+            attachments: None,
             budget_tokens: 1000,
         });
         assert_eq!(messages.len(), 3);

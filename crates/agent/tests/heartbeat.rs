@@ -125,6 +125,7 @@ async fn harness(ack_max_chars: usize) -> Harness {
         limits: TurnLimits::default(),
         lease: Duration::from_secs(60),
         heartbeat_ack_max_chars: ack_max_chars,
+        attachments: None,
     });
     Harness {
         _dir: dir,

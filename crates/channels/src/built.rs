@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use herald_core::{ChannelIngress, ChannelOutbound};
 
+use crate::attachments::FetchAttachment;
+
 /// The two halves of one channel, not yet connected: the outbound path
 /// (replies, through the shared [`Delivery`](crate::outbound::Delivery)) and
 /// the ingress (what the platform sends, handed to a sink once running).
@@ -11,4 +13,7 @@ use herald_core::{ChannelIngress, ChannelOutbound};
 pub struct Built {
     pub outbound: Arc<dyn ChannelOutbound>,
     pub ingress: Arc<dyn ChannelIngress>,
+    /// Fetches the files the channel's messages name; `None` for a channel
+    /// that has them in hand (a mail's MIME parts) or cannot fetch.
+    pub fetcher: Option<Arc<dyn FetchAttachment>>,
 }

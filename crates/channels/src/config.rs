@@ -10,6 +10,9 @@ pub struct ChannelsConfig {
     /// marker) before anything reads them, on every channel.
     #[serde(default = "default_max_message_chars")]
     pub max_message_chars: usize,
+    /// What is fetched of the files that come with messages.
+    #[serde(default)]
+    pub attachments: crate::attachments::AttachmentsConfig,
     #[cfg(feature = "email")]
     #[serde(default)]
     pub email: Option<crate::email::EmailConfig>,
@@ -32,6 +35,7 @@ impl Default for ChannelsConfig {
     fn default() -> Self {
         Self {
             max_message_chars: default_max_message_chars(),
+            attachments: Default::default(),
             #[cfg(feature = "email")]
             email: None,
             #[cfg(feature = "discord")]
@@ -50,6 +54,7 @@ impl ChannelsConfig {
         if self.max_message_chars < 100 {
             return Err(("channels.max_message_chars", "must be at least 100".into()));
         }
+        self.attachments.check()?;
         Ok(())
     }
 

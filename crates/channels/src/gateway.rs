@@ -1,7 +1,8 @@
 //! The gateway's ingress: what every channel adapter hands its messages to.
 //! It cleans the text (control characters out, the length capped), drops
 //! what is not for Herald, applies access control, answers pairing commands
-//! and `/start` / `/help`, and stores the rest on the queue — all before the
+//! and `/start` / `/help`, fetches and stores the files of what it lets in
+//! ([`crate::attachments`]), and stores the rest on the queue — all before the
 //! adapter acknowledges the event to its platform, so nothing acknowledged
 //! is lost.
 //!
@@ -21,6 +22,7 @@ use herald_core::{
 use tracing::{info, warn};
 
 use crate::access::{AccessConfig, Decision, Pairing, PairingReplies, decide};
+use crate::attachments::AttachmentIntake;
 use crate::clean;
 
 pub struct Gateway {
@@ -36,6 +38,9 @@ pub struct Gateway {
     pub clock: Arc<dyn Clock>,
     /// Where adapters' connection reports go (for `/readyz`).
     pub status: ChannelStatus,
+    /// Fetches and stores admitted messages' files; `None`: files are only
+    /// described by what the platform said of them.
+    pub attachments: Option<Arc<AttachmentIntake>>,
 }
 
 impl Gateway {
@@ -175,6 +180,13 @@ impl Gateway {
                 }
                 let (text, cut) = clean::cap(&message.text, self.max_message_chars);
                 message.text = text;
+                // Files are fetched only now, for a sender who is let in,
+                // and stored before the task that names them.
+                if let Some(intake) = &self.attachments
+                    && !message.attachments.is_empty()
+                {
+                    intake.take_in(&mut message).await;
+                }
                 let notice_to = cut.then(|| message.clone());
                 let enqueued = self.queue.enqueue(NewTask::message(message)).await?;
                 if let (Some(message), Enqueued::New(_)) = (notice_to, &enqueued) {

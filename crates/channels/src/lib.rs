@@ -9,6 +9,7 @@
 //! [`InboundMessage`]: herald_core::InboundMessage
 
 pub mod access;
+pub mod attachments;
 mod built;
 pub mod chunk;
 pub mod clean;

@@ -98,6 +98,7 @@ impl Harness {
             pairing_replies: PairingReplies::new(3),
             clock: self.clock.clone(),
             status: Default::default(),
+            attachments: None,
         }
     }
 

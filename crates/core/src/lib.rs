@@ -9,6 +9,7 @@ pub mod access;
 pub mod channel;
 pub mod command;
 pub mod duration;
+pub mod files;
 pub mod heartbeat;
 pub mod history;
 pub mod ids;
@@ -31,12 +32,17 @@ pub use access::Admins;
 pub use channel::{
     Admission, ChannelError, ChannelIngress, ChannelOutbound, ChannelStatus, InboundSink, Outbound, SentMessage,
 };
+pub use files::{FileRef, FileStore, InlineBytes, Transcriber, TranscriptionError};
 pub use history::{HistoryEntry, NewHistoryEntry, Role};
 pub use ids::{ActorId, ChannelName, ConversationId, TaskId};
-pub use llm::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, ToolCall, ToolChoice, ToolSpec, Usage};
+pub use llm::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, ImagePart, LlmError, ToolCall, ToolChoice, ToolSpec, Usage,
+};
 pub use lock::{ExclusiveLocks, HeldLock};
 pub use mcp::{McpError, McpServerInfo, McpServers, McpTool, McpToolFlags};
-pub use message::{Attachment, ConversationKind, ConversationRef, InboundMessage, OutboundMessage, Sender};
+pub use message::{
+    Attachment, AttachmentKind, ConversationKind, ConversationRef, InboundMessage, OutboundMessage, Sender,
+};
 pub use rate::{LocalLimiter, SendLimit, SendLimiter, SendSlot, SteadyClock, Window};
 pub use retry::{Backoff, RetryClass};
 pub use schedule::{NewSchedule, Schedule, ScheduleId, ScheduleStore};

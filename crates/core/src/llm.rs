@@ -27,6 +27,21 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// An image for the model: a `data:` URL (base64 of the encoded image).
+/// Debug prints only its type and length, so a prompt in a log carries no
+/// picture.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImagePart {
+    pub data_url: String,
+}
+
+impl std::fmt::Debug for ImagePart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = self.data_url.split(';').next().unwrap_or_default();
+        write!(f, "ImagePart({kind}, {} chars)", self.data_url.len())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum ChatMessage {
@@ -35,6 +50,10 @@ pub enum ChatMessage {
     },
     User {
         content: String,
+        /// Images that go with the text, as `image_url` content parts; empty
+        /// for a plain text message (sent as a string, as every server takes).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImagePart>,
     },
     Assistant {
         content: Option<String>,
@@ -57,6 +76,7 @@ impl ChatMessage {
     pub fn user(content: impl Into<String>) -> Self {
         ChatMessage::User {
             content: content.into(),
+            images: Vec::new(),
         }
     }
 
@@ -70,10 +90,11 @@ impl ChatMessage {
     /// The estimated tokens this message takes in the prompt, with the
     /// per-message framing every chat template adds.
     pub fn tokens(&self) -> usize {
-        use crate::tokens::{MESSAGE_OVERHEAD, estimate};
+        use crate::tokens::{IMAGE_TOKENS, MESSAGE_OVERHEAD, estimate};
         MESSAGE_OVERHEAD
             + match self {
-                ChatMessage::System { content } | ChatMessage::User { content } => estimate(content),
+                ChatMessage::System { content } => estimate(content),
+                ChatMessage::User { content, images } => estimate(content) + images.len() * IMAGE_TOKENS,
                 ChatMessage::Assistant { content, tool_calls } => {
                     content.as_deref().map_or(0, estimate)
                         + tool_calls
@@ -88,7 +109,7 @@ impl ChatMessage {
     /// Characters this message takes in the prompt, for budget accounting.
     pub fn chars(&self) -> usize {
         match self {
-            ChatMessage::System { content } | ChatMessage::User { content } => content.chars().count(),
+            ChatMessage::System { content } | ChatMessage::User { content, .. } => content.chars().count(),
             ChatMessage::Assistant { content, tool_calls } => {
                 content.as_deref().map_or(0, |c| c.chars().count())
                     + tool_calls

@@ -35,12 +35,55 @@ pub struct Sender {
     pub display_name: String,
 }
 
-/// A file that came with a message. Herald records it; it does not download it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A file that came with a message.
+///
+/// The adapter fills in what the platform says (name, type, size) and where
+/// the platform serves the file (`source`: a Telegram `file_id`, a Discord CDN
+/// URL, a Slack `url_private`; or the bytes themselves, for a mail's MIME
+/// part). After access control the gateway fetches it within the caps and
+/// stores it content-addressed before the message is queued: `file` names the
+/// stored bytes, or `not_fetched` says why there are none, so what the model
+/// is told never depends on a download at turn time. The queue keeps only
+/// this reference, never the bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attachment {
     pub name: String,
+    /// The type the platform claimed; the stored file's type is what its
+    /// bytes are (`file`'s), which may differ.
     pub content_type: String,
+    /// The size the platform claimed, in bytes (0 when it did not say).
     pub size: u64,
+    /// Where the platform serves the file; what it means is the channel's
+    /// business. Dropped once the file is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// What kind of file the platform says this is, where it says more than
+    /// a type (a voice note rather than any audio).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<AttachmentKind>,
+    /// The stored file, when it was fetched and kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<crate::files::FileRef>,
+    /// Why the file was not fetched or kept (over a cap, a type not allowed,
+    /// a timeout, bytes that are not what they claim): told to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_fetched: Option<String>,
+    /// The bytes, when the channel already has them (a mail's MIME part);
+    /// never queued.
+    #[serde(skip)]
+    pub inline: Option<crate::files::InlineBytes>,
+}
+
+/// What a platform says a file is, beyond its type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttachmentKind {
+    Photo,
+    Voice,
+    Audio,
+    Video,
+    Document,
+    Sticker,
 }
 
 /// One message from a person, as every channel normalizes it.

@@ -11,6 +11,11 @@
 /// Tokens a chat template adds around each message (role markers, separators).
 pub const MESSAGE_OVERHEAD: usize = 4;
 
+/// Tokens one image part is counted as: about what OpenAI charges for an
+/// image downscaled to 1024 pixels at high detail (765), with margin for
+/// servers that tile differently.
+pub const IMAGE_TOKENS: usize = 1000;
+
 /// ASCII characters per estimated token.
 pub const ASCII_CHARS_PER_TOKEN: usize = 3;
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use herald_agent::{Agent, AgentParts, ContextWindow, TurnLimits};
+use herald_agent::{Agent, AgentParts, AttachmentReader, ContextWindow, TurnLimits};
 use herald_core::{Admins, ChatModel, Clock, Outbound, SystemClock, Toolbox};
 use herald_mcp::McpClient;
 use herald_schedule::{Scheduler, Schedules};
@@ -167,7 +167,57 @@ impl App {
             limits: self.limits.clone(),
             lease: self.config.queue.lease,
             heartbeat_ack_max_chars: self.config.heartbeat.ack_max_chars,
+            attachments: Some(self.attachment_reader()),
         }))
+    }
+}
+
+impl App {
+    /// What turns a message's stored files into its prompt: images when the
+    /// model sees them (`llm.vision`), transcripts when `llm.transcription`
+    /// is set.
+    pub fn attachment_reader(&self) -> Arc<AttachmentReader> {
+        let llm = &self.config.llm;
+        let transcriber = llm.transcription.as_ref().and_then(|config| {
+            match herald_llm::OpenAiTranscriber::new(config, &llm.api_key) {
+                Ok(transcriber) => Some(Arc::new(transcriber) as Arc<dyn herald_core::Transcriber>),
+                Err(err) => {
+                    tracing::warn!(error = %err, "voice notes will not be transcribed");
+                    None
+                }
+            }
+        });
+        Arc::new(AttachmentReader {
+            files: self.storage.files(),
+            vision: llm.vision.enabled_for(&llm.model),
+            transcriber,
+            config: self.config.agent.attachments.clone(),
+        })
+    }
+
+    /// Deletes stored files not received again within
+    /// `channels.attachments.retention`, every ten minutes until `stop`.
+    pub fn prune_files(&self, stop: tokio_util::sync::CancellationToken) -> tokio::task::JoinHandle<()> {
+        let files = self.storage.files();
+        let clock = self.clock.clone();
+        let retention = self.config.channels.attachments.retention;
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(600));
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                let Ok(age) = chrono::Duration::from_std(retention) else {
+                    return;
+                };
+                match files.prune_unused(clock.now() - age).await {
+                    Ok(0) => {}
+                    Ok(count) => tracing::info!(count, "pruned stored attachments past their retention"),
+                    Err(err) => tracing::warn!(error = %err, "pruning stored attachments failed; trying again later"),
+                }
+            }
+        })
     }
 }
 

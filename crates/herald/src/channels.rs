@@ -3,17 +3,19 @@
 //! The gateway sink between ingress and the queue is built here too, because
 //! it needs the outbound half to answer pairing requests.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use herald_channels::Built;
 use herald_channels::access::PairingReplies;
+use herald_channels::attachments::{AttachmentIntake, FetchAttachment};
 use herald_channels::config::ChannelsConfig;
 use herald_channels::gateway::Gateway;
 use herald_core::{
-    Admins, ChannelIngress, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, LocalLimiter, Outbound,
-    SendLimiter, SteadyClock,
+    Admins, ChannelIngress, ChannelName, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, LocalLimiter,
+    Outbound, SendLimiter, SteadyClock,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -24,6 +26,8 @@ use crate::app::App;
 pub struct Channels {
     pub outbound: Outbound,
     pub ingress: Vec<Arc<dyn ChannelIngress>>,
+    /// Each channel's way of fetching its messages' files.
+    pub fetchers: BTreeMap<ChannelName, Arc<dyn FetchAttachment>>,
 }
 
 /// The adapters `config` asks for, not yet connected. `store` is where
@@ -55,11 +59,19 @@ pub fn build(
     }
     let mut outbound = Outbound::new();
     let mut ingress: Vec<Arc<dyn ChannelIngress>> = Vec::new();
+    let mut fetchers = BTreeMap::new();
     for channel in built {
+        if let Some(fetcher) = channel.fetcher {
+            fetchers.insert(channel.ingress.channel(), fetcher);
+        }
         outbound = outbound.with(channel.outbound);
         ingress.push(channel.ingress);
     }
-    Ok(Channels { outbound, ingress })
+    Ok(Channels {
+        outbound,
+        ingress,
+        fetchers,
+    })
 }
 
 /// Where the channels keep their send windows. On PostgreSQL, the database
@@ -72,7 +84,18 @@ pub fn send_limiter(app: &App) -> Arc<dyn SendLimiter> {
         .unwrap_or_else(|| Arc::new(LocalLimiter::new(Arc::new(SteadyClock::new()))))
 }
 
-pub fn gateway(app: &App, outbound: Outbound, status: ChannelStatus) -> Arc<dyn InboundSink> {
+pub fn gateway(
+    app: &App,
+    outbound: Outbound,
+    status: ChannelStatus,
+    fetchers: BTreeMap<ChannelName, Arc<dyn FetchAttachment>>,
+) -> Arc<dyn InboundSink> {
+    let attachments = Arc::new(AttachmentIntake {
+        config: app.config.channels.attachments.clone(),
+        files: app.storage.files(),
+        fetchers,
+        clock: app.clock.clone(),
+    });
     Arc::new(Gateway {
         queue: app.storage.queue(),
         store: app.storage.conversations(),
@@ -83,6 +106,7 @@ pub fn gateway(app: &App, outbound: Outbound, status: ChannelStatus) -> Arc<dyn 
         pairing_replies: PairingReplies::new(app.config.access.pairing_replies_per_hour),
         clock: app.clock.clone(),
         status,
+        attachments: Some(attachments),
     })
 }
 

@@ -57,6 +57,11 @@ pub struct LlmConfig {
     /// Herald (`herald_model_wait_seconds`). A hosted API takes dozens; a
     /// local server with one slot serves one at a time either way.
     pub max_concurrency: usize,
+    /// Whether images go to the model as image parts: `auto` (for model
+    /// names known to accept them), `true` or `false`.
+    pub vision: crate::media::Vision,
+    /// Speech to text for voice notes and audio files; off when unset.
+    pub transcription: Option<crate::media::TranscriptionConfig>,
 }
 
 /// The context window assumed when neither the configuration nor the server
@@ -95,6 +100,8 @@ impl Default for LlmConfig {
             tool_results: ToolResults::Native,
             stream: false,
             max_concurrency: 32,
+            vision: Default::default(),
+            transcription: None,
         }
     }
 }

@@ -20,6 +20,7 @@ mod bounded;
 mod client;
 mod config;
 mod errors;
+mod media;
 pub mod portable;
 mod retrying;
 mod server;
@@ -33,6 +34,7 @@ pub use bounded::Bounded;
 pub use client::OpenAiModel;
 pub use config::{DEFAULT_CONTEXT_TOKENS, LlmConfig, ToolResults};
 pub use herald_core::{ChatModel, LlmError};
+pub use media::{OpenAiTranscriber, TranscriptionConfig, Vision};
 pub use retrying::Retrying;
 pub use server::{ContextWindow, check, context_window, list_models, serves};
 

@@ -12,11 +12,13 @@
 
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls, ChatCompletionRequestAssistantMessage,
-    ChatCompletionRequestAssistantMessageContent, ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
-    ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
+    ChatCompletionRequestAssistantMessageContent, ChatCompletionRequestMessage,
+    ChatCompletionRequestMessageContentPartImage, ChatCompletionRequestMessageContentPartText,
+    ChatCompletionRequestSystemMessage, ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
     ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage, ChatCompletionRequestUserMessageContent,
-    ChatCompletionTool, ChatCompletionToolChoiceOption, ChatCompletionTools, CreateChatCompletionRequest,
-    CreateChatCompletionResponse, FunctionCall, FunctionObject, ToolChoiceOptions,
+    ChatCompletionRequestUserMessageContentPart, ChatCompletionTool, ChatCompletionToolChoiceOption,
+    ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionCall, FunctionObject,
+    ImageUrl, ToolChoiceOptions,
 };
 use herald_core::{ChatMessage, ChatRequest, ChatResponse, LlmError, ToolCall, ToolChoice, ToolSpec, Usage};
 
@@ -37,10 +39,40 @@ fn message(message: ChatMessage) -> ChatCompletionRequestMessage {
             content: ChatCompletionRequestSystemMessageContent::Text(content),
             name: None,
         }),
-        ChatMessage::User { content } => ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
-            content: ChatCompletionRequestUserMessageContent::Text(content),
-            name: None,
-        }),
+        ChatMessage::User { content, images } if images.is_empty() => {
+            ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
+                content: ChatCompletionRequestUserMessageContent::Text(content),
+                name: None,
+            })
+        }
+        // Images go as content parts after the text: the one form every
+        // vision-capable OpenAI-compatible server reads.
+        ChatMessage::User { content, images } => {
+            let text = (!content.is_empty()).then_some(ChatCompletionRequestUserMessageContentPart::Text(
+                ChatCompletionRequestMessageContentPartText {
+                    text: content,
+                    prompt_cache_breakpoint: None,
+                },
+            ));
+            let parts = text
+                .into_iter()
+                .chain(images.into_iter().map(|image| {
+                    ChatCompletionRequestUserMessageContentPart::ImageUrl(
+                        ChatCompletionRequestMessageContentPartImage {
+                            image_url: ImageUrl {
+                                url: image.data_url,
+                                detail: None,
+                            },
+                            prompt_cache_breakpoint: None,
+                        },
+                    )
+                }))
+                .collect();
+            ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
+                content: ChatCompletionRequestUserMessageContent::Array(parts),
+                name: None,
+            })
+        }
         ChatMessage::Assistant { content, tool_calls } => {
             let tool_calls: Vec<ChatCompletionMessageToolCalls> = tool_calls
                 .into_iter()

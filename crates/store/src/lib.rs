@@ -29,6 +29,8 @@
 //!   cannot hold it, and a message must never fail to be stored for it.
 //! - Finished tasks are pruned after `queue.retention` (`prune.rs`); history
 //!   never is, and a dedup key outlives the platforms' redelivery window.
+//! - Files that came with messages are kept once per content (`files.rs`),
+//!   in the database so every process sharing the queue finds them.
 //! - A SQLite database and its `-wal` and `-shm` files are private to their
 //!   owner (`sqlite/files.rs`).
 //! - No store decides policy (who may do what): it keeps what it is given.
@@ -37,6 +39,7 @@ mod config;
 mod conversations;
 mod engine;
 mod error;
+mod files;
 mod liveness;
 mod locks;
 mod migrations;
@@ -56,10 +59,13 @@ mod wake;
 
 use std::sync::Arc;
 
-use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, SendLimiter, StoreError, TaskQueue};
+use herald_core::{
+    Clock, ConversationStore, ExclusiveLocks, FileStore, ScheduleStore, SendLimiter, StoreError, TaskQueue,
+};
 
 pub use crate::config::{QueueConfig, StorageConfig};
 use crate::engine::Engine as _;
+pub use crate::files::sha256_hex;
 use crate::postgres::PgEngine;
 pub use crate::prune::Pruned;
 use crate::send_windows::SharedSendWindows;
@@ -135,6 +141,11 @@ impl Storage {
     /// and keeps them itself.
     pub fn send_limiter(&self) -> Option<Arc<dyn SendLimiter>> {
         self.send_windows.clone()
+    }
+
+    /// Files that came with messages, stored once per content.
+    pub fn files(&self) -> Arc<dyn FileStore> {
+        self.store.clone()
     }
 
     /// Locks that one process at a time holds, for single-consumer ingress.

@@ -32,6 +32,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../../../migrations/sqlite/0004_retention.sql"),
     ),
+    (5, "files", include_str!("../../../migrations/sqlite/0005_files.sql")),
     (
         6,
         "lease holders",
@@ -65,6 +66,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../../../migrations/postgres/0004_retention.sql"),
     ),
+    (5, "files", include_str!("../../../migrations/postgres/0005_files.sql")),
     (
         6,
         "lease holders",

@@ -48,6 +48,7 @@ impl<'e, DB: Database> From<&'e mut Transaction<'_, DB>> for On<'e, DB> {
 pub(crate) trait Sql: Database<Row: Columns, QueryResult: Changed> {
     fn bind_int(query: Query<Self>, value: Option<i64>) -> Query<Self>;
     fn bind_text(query: Query<Self>, value: Option<&str>) -> Query<Self>;
+    fn bind_bytes(query: Query<Self>, value: Vec<u8>) -> Query<Self>;
     fn execute<'e>(
         query: Query<Self>,
         on: On<'e, Self>,
@@ -69,12 +70,17 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
     for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> Vec<u8>: Encode<'q, DB> + Type<DB>,
 {
     fn bind_int(query: Query<Self>, value: Option<i64>) -> Query<Self> {
         query.bind(value)
     }
 
     fn bind_text(query: Query<Self>, value: Option<&str>) -> Query<Self> {
+        query.bind(value)
+    }
+
+    fn bind_bytes(query: Query<Self>, value: Vec<u8>) -> Query<Self> {
         query.bind(value)
     }
 
@@ -123,6 +129,7 @@ pub(crate) trait Columns: Row {
     fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError>;
     fn text(&self, column: &str) -> Result<String, StoreError>;
     fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError>;
+    fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError>;
 }
 
 impl<R> Columns for R
@@ -130,6 +137,7 @@ where
     R: Row,
     for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
     for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
     for<'a> &'a str: ColumnIndex<R>,
 {
     fn int(&self, column: &str) -> Result<i64, StoreError> {
@@ -145,6 +153,10 @@ where
     }
 
     fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        self.try_get(column).map_err(error::db)
+    }
+
+    fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError> {
         self.try_get(column).map_err(error::db)
     }
 }
@@ -235,6 +247,14 @@ impl<DB: Sql> Statement<DB> {
         let value = value.map(without_nul);
         Self {
             query: DB::bind_text(self.query, value.as_deref()),
+            label: self.label,
+        }
+    }
+
+    /// Binds a binary value (a stored file's bytes).
+    pub(crate) fn bytes(self, value: &[u8]) -> Self {
+        Self {
+            query: DB::bind_bytes(self.query, value.to_vec()),
             label: self.label,
         }
     }

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use herald_core::{Clock, ConversationStore, ExclusiveLocks, ScheduleStore, StoreError, TaskQueue};
+use herald_core::{Clock, ConversationStore, ExclusiveLocks, FileStore, ScheduleStore, StoreError, TaskQueue};
 use tokio::task::JoinHandle;
 
 use crate::config::QueueConfig;
@@ -71,7 +71,7 @@ impl<E: Engine> Store<E> {
 /// An open store of either engine: the three stores and the engine's
 /// housekeeping behind one object, so `Storage` needs no `match` per call.
 #[async_trait]
-pub(crate) trait Backend: TaskQueue + ConversationStore + ScheduleStore {
+pub(crate) trait Backend: TaskQueue + ConversationStore + ScheduleStore + FileStore {
     fn name(&self) -> &'static str;
     fn locks(&self) -> Arc<dyn ExclusiveLocks>;
     async fn migrate(&self) -> Result<(), StoreError>;

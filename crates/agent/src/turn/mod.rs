@@ -26,7 +26,7 @@ pub use self::answer::{CUT_NOTE, EMPTY_ANSWER, OUT_OF_ROUNDS};
 use self::answer::{Next, next_step};
 use self::round::{LoopGuard, Round, dispatch, fit_rounds, message_tokens};
 use crate::config::TurnLimits;
-use crate::prompt::{PromptAccounting, PromptParts, assemble_prompt};
+use crate::prompt::{PromptAccounting, PromptParts, TurnAttachments, assemble_prompt};
 
 pub struct TurnRequest<'a> {
     pub scope: &'a TurnScope,
@@ -36,6 +36,8 @@ pub struct TurnRequest<'a> {
     pub input: Option<&'a str>,
     pub limits: &'a TurnLimits,
     pub max_identical_calls: u32,
+    /// The message's images and document text, for the model only.
+    pub attachments: Option<&'a TurnAttachments>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,6 +198,7 @@ impl Turn<'_> {
             tools: &self.tools,
             history,
             input: self.input.as_deref(),
+            attachments: self.request.attachments,
             budget_tokens: budget,
         });
         let note = self.tools_over.then_some(TOOLS_OVER);

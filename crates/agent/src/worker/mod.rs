@@ -39,6 +39,7 @@ use self::lease::LeaseKeeper;
 pub use self::pool::WorkerPool;
 use self::record::recording;
 use crate::config::{AgentConfig, TurnLimits};
+use crate::prompt::TurnAttachments;
 use crate::turn::{TurnOutcome, TurnRequest, run_turn};
 
 /// Everything a worker needs, wired by the binary.
@@ -54,6 +55,9 @@ pub struct AgentParts {
     pub limits: TurnLimits,
     /// The queue's lease time; the worker extends a lease at a third of it.
     pub lease: Duration,
+    /// Reads a message's stored files into its prompt; `None`: files are
+    /// only named.
+    pub attachments: Option<Arc<crate::attachments::AttachmentReader>>,
     /// Characters a heartbeat reply may add to `HEARTBEAT_OK` and still be
     /// an acknowledgement that is not sent
     /// ([`herald_core::heartbeat::DEFAULT_ACK_MAX_CHARS`] by default).
@@ -243,8 +247,19 @@ impl Agent {
         {
             debug!(error = %err, "typing indicator failed");
         }
-        let input = input_text(&task.payload);
-        let outcome = self.run(scope, &earlier, input).await?;
+        let prepared = self.prepare_files(&task.payload).await;
+        let input = prepared
+            .as_ref()
+            .map_or(input_text(&task.payload), |p| Some(p.text.as_str()));
+        let turn_files = prepared.as_ref().map(|p| TurnAttachments {
+            images: p.images.clone(),
+            documents: p.documents.clone(),
+        });
+        let mut outcome = self.run(scope, &earlier, input, turn_files.as_ref()).await?;
+        if let Some(prepared) = &prepared {
+            outcome.accounting.transcripts = prepared.transcripts;
+            outcome.notices.splice(0..0, prepared.notices.iter().cloned());
+        }
         let Some(recorded) = recording(scope.origin, input, scope.actor.as_ref(), &outcome) else {
             info!("heartbeat: nothing needs attention; nothing sent or recorded");
             return Ok(());
@@ -274,11 +289,23 @@ impl Agent {
         Ok(())
     }
 
+    /// A message's files read for its turn; `None` without files (or
+    /// without a reader), when the input is the text as it came.
+    async fn prepare_files(&self, payload: &TaskPayload) -> Option<crate::attachments::PreparedInput> {
+        match (payload, &self.parts.attachments) {
+            (TaskPayload::Message(message), Some(reader)) if !message.attachments.is_empty() => {
+                Some(reader.prepare(message).await)
+            }
+            _ => None,
+        }
+    }
+
     async fn run(
         &self,
         scope: &TurnScope,
         history: &[HistoryEntry],
         input: Option<&str>,
+        attachments: Option<&TurnAttachments>,
     ) -> Result<TurnOutcome, Failure> {
         let parts = &self.parts;
         let request = TurnRequest {
@@ -288,6 +315,7 @@ impl Agent {
             input,
             limits: &parts.limits,
             max_identical_calls: parts.config.max_identical_calls,
+            attachments,
         };
         run_turn(parts.model.as_ref(), parts.toolbox.as_ref(), request)
             .await

@@ -18,6 +18,7 @@
 
 pub mod client;
 pub mod config;
+pub mod files;
 pub mod ingress;
 pub mod payload;
 pub mod ratelimit;
@@ -51,5 +52,6 @@ pub fn build(config: &DiscordConfig, limiter: Arc<dyn herald_core::SendLimiter>)
     Ok(Built {
         outbound: Arc::new(delivery),
         ingress: Arc::new(ingress),
+        fetcher: Some(Arc::new(files::DiscordFiles::new(config)?)),
     })
 }

@@ -145,6 +145,8 @@ pub fn inbound(message: &Message, place: Place, bot_id: u64, respond_in: &HashSe
                 .clone()
                 .unwrap_or_else(|| "application/octet-stream".into()),
             size: u64::from(a.size),
+            source: Some(a.url.clone()),
+            ..Attachment::default()
         })
         .collect();
     if text.is_empty() && attachments.is_empty() {

@@ -54,5 +54,9 @@ pub fn build(
     };
     let outbound = Arc::new(Delivery::with_limiter(sender.clone(), &limits, limiter));
     let ingress = Arc::new(EmailIngress::new(config, store, sender));
-    Ok(Built { outbound, ingress })
+    Ok(Built {
+        outbound,
+        ingress,
+        fetcher: None,
+    })
 }

@@ -101,6 +101,9 @@ pub fn classify(raw: &[u8], reading: Reading<'_>, fallback_id: &str) -> Classifi
                 })
                 .unwrap_or_else(|| "application/octet-stream".into()),
             size: part.contents().len() as u64,
+            // The bytes are in hand: the gateway stores them as they are.
+            inline: Some(herald_core::InlineBytes(part.contents().into())),
+            ..Attachment::default()
         })
         .collect();
     Classified::Mail(Box::new(Mail {

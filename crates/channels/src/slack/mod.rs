@@ -22,6 +22,7 @@
 
 pub mod client;
 pub mod config;
+pub mod files;
 pub mod ingress;
 pub mod payload;
 pub mod render;
@@ -53,5 +54,6 @@ pub fn build(config: &SlackConfig, limiter: Arc<dyn herald_core::SendLimiter>) -
             limiter,
         )),
         ingress: Arc::new(SlackIngress::new(config, api, Arc::new(SystemClock))),
+        fetcher: Some(Arc::new(files::SlackFiles::new(config)?)),
     })
 }

@@ -9,7 +9,8 @@
 
 use chrono::DateTime;
 use herald_core::{
-    ActorId, ChannelName, ConversationId, ConversationKind, ConversationRef, InboundMessage, Sender, Timestamp,
+    ActorId, Attachment, AttachmentKind, ChannelName, ConversationId, ConversationKind, ConversationRef,
+    InboundMessage, Sender, Timestamp,
 };
 use slack_morphism::events::{SlackEventCallbackBody, SlackMessageEventType, SlackPushEventCallback};
 
@@ -40,6 +41,8 @@ struct Fields<'a> {
     kind: ConversationKind,
     /// `app_mention` says so by its type.
     mentioned: bool,
+    /// Files shared with the message (`subtype: file_share`).
+    files: Vec<Attachment>,
 }
 
 /// The normalized message for `callback`, or `None` when it is not a person
@@ -79,6 +82,12 @@ pub fn inbound(
                     ConversationKind::Group
                 },
                 mentioned: false,
+                files: event
+                    .content
+                    .as_ref()
+                    .and_then(|content| content.files.as_deref())
+                    .map(files)
+                    .unwrap_or_default(),
             }
         }
         SlackEventCallbackBody::AppMention(event) => Fields {
@@ -89,6 +98,7 @@ pub fn inbound(
             thread_ts: event.origin.thread_ts.as_ref().map(|t| t.0.as_str()),
             kind: ConversationKind::Group,
             mentioned: true,
+            files: Vec::new(),
         },
         _ => return None,
     };
@@ -97,7 +107,7 @@ pub fn inbound(
     }
     let mentioned = fields.mentioned || mentions(fields.text, &bot.user_id);
     let text = clean_text(fields.text, &bot.user_id);
-    if text.is_empty() {
+    if text.is_empty() && fields.files.is_empty() {
         return None;
     }
     let channel_name = ChannelName::new(CHANNEL);
@@ -130,8 +140,37 @@ pub fn inbound(
             ConversationKind::Group => mentioned || addressing.respond_in.iter().any(|c| c == fields.channel),
         },
         received_at: ts_time(fields.ts).unwrap_or(now),
-        attachments: Vec::new(),
+        attachments: fields.files,
     })
+}
+
+/// A message's files, with the `url_private` the gateway fetches them by
+/// (with the bot token). Slack's file objects state a size that
+/// slack-morphism does not read, so the caps apply while downloading.
+fn files(files: &[slack_morphism::prelude::SlackFile]) -> Vec<Attachment> {
+    files
+        .iter()
+        .map(|file| {
+            let content_type = file
+                .mimetype
+                .as_ref()
+                .map_or_else(|| "application/octet-stream".to_owned(), |m| m.0.clone());
+            let kind = match content_type.split('/').next() {
+                Some("image") => AttachmentKind::Photo,
+                Some("audio") => AttachmentKind::Audio,
+                Some("video") => AttachmentKind::Video,
+                _ => AttachmentKind::Document,
+            };
+            Attachment {
+                name: file.name.clone().unwrap_or_else(|| "file".into()),
+                content_type,
+                size: 0,
+                source: file.url_private.as_ref().map(ToString::to_string),
+                kind: Some(kind),
+                ..Attachment::default()
+            }
+        })
+        .collect()
 }
 
 /// A Slack message's id across channels: `ts` is unique only within one.

@@ -32,6 +32,8 @@ pub struct TelegramApi {
     client: reqwest::Client,
     /// `{api_url}/bot{token}/`, to which method names are appended.
     base: String,
+    /// `{api_url}/file/bot{token}/`, to which `getFile`'s paths are appended.
+    files: String,
     token: SecretString,
 }
 
@@ -69,7 +71,17 @@ impl TelegramApi {
             api_url.as_str().trim_end_matches('/'),
             token.expose_secret()
         );
-        Ok(Self { client, base, token })
+        let files = format!(
+            "{}/file/bot{}/",
+            api_url.as_str().trim_end_matches('/'),
+            token.expose_secret()
+        );
+        Ok(Self {
+            client,
+            base,
+            files,
+            token,
+        })
     }
 
     /// `text` with the bot token replaced, fit for logs and errors.
@@ -143,6 +155,20 @@ impl TelegramApi {
             _ if is_server_trouble(&description) => ChannelError::Transient(format!("{method}: {description}")),
             _ => ChannelError::Fatal(format!("{method}: {description}")),
         }
+    }
+
+    /// `getFile`: where the file `file_id` names is served, and its size.
+    pub async fn file(&self, file_id: &str) -> Result<teloxide::types::File, ChannelError> {
+        self.call(&teloxide::payloads::GetFile::new(teloxide::types::FileId(
+            file_id.to_owned(),
+        )))
+        .await
+    }
+
+    /// The request for a path `getFile` named. The URL carries the token:
+    /// errors about it go through [`TelegramApi::redact`].
+    pub fn download(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.get(format!("{}{path}", self.files))
     }
 
     /// `getMe`: who the token belongs to.

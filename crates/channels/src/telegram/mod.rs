@@ -5,6 +5,7 @@
 //! - [`render`]: reply chunk -> `sendMessage` / `sendChatAction` (pure).
 //! - [`client`]: the Bot API client and the outbound sender.
 //! - [`ingress`]: long polling (default) or the webhook server.
+//! - [`files`]: fetching a message's files (`getFile` and the file endpoint).
 //!
 //! Architecture invariant: only `client` and `ingress` do I/O, and neither
 //! ever logs or returns the bot token (it is part of every request URL).
@@ -17,6 +18,7 @@
 
 pub mod client;
 pub mod config;
+pub mod files;
 pub mod ingress;
 pub mod payload;
 pub mod render;
@@ -49,6 +51,7 @@ pub fn build(
     let api = Arc::new(TelegramApi::new(config)?);
     let sender = Arc::new(TelegramSender { api: api.clone() });
     let outbound = Arc::new(Delivery::with_limiter(sender, &config.rate_limits.limits(), limiter));
+    let fetcher = Arc::new(files::TelegramFiles { api: api.clone() });
     let ingress = Arc::new(TelegramIngress {
         api,
         store,
@@ -60,5 +63,9 @@ pub fn build(
         webhook: config.webhook.as_ref().map(WebhookSettings::from),
         poll_timeout: config.poll_timeout,
     });
-    Ok(Built { outbound, ingress })
+    Ok(Built {
+        outbound,
+        ingress,
+        fetcher: Some(fetcher),
+    })
 }

@@ -8,7 +8,8 @@
 //!   `<chat_id>:<message_id>:edit:<edit_date>` for an edit Herald handles.
 
 use herald_core::{
-    ActorId, Attachment, ChannelName, ConversationId, ConversationKind, ConversationRef, InboundMessage, Sender,
+    ActorId, Attachment, AttachmentKind, ChannelName, ConversationId, ConversationKind, ConversationRef,
+    InboundMessage, Sender,
 };
 use teloxide::types::{Message, MessageEntity, MessageEntityKind, MessageKind, Update, UpdateKind, User};
 
@@ -69,9 +70,12 @@ fn inbound(
         return Err("a service message");
     }
     let sender = sender(message, bot)?;
+    let attachments = attachments(message);
+    // A photo or a voice note without a caption is a message all the same.
     let (text, entities) = match (message.text(), message.caption()) {
         (Some(text), _) => (text, message.entities().unwrap_or_default()),
         (None, Some(caption)) => (caption, message.caption_entities().unwrap_or_default()),
+        (None, None) if !attachments.is_empty() => ("", &[][..]),
         (None, None) => return Err("no text"),
     };
     let chat = message.chat.id.0.to_string();
@@ -114,7 +118,7 @@ fn inbound(
         reply_to: reply.map(|reply| format!("{chat}:{}", reply.id.0)),
         mentions_bot,
         received_at,
-        attachments: attachments(message),
+        attachments,
     })
 }
 
@@ -210,28 +214,74 @@ pub fn without_bot_address(text: &str, username: &str) -> String {
     text.to_owned()
 }
 
-/// Files that came with the message, recorded but not downloaded.
+/// A type Telegram named, or `default`.
+fn mime(mime: Option<&impl ToString>, default: &str) -> String {
+    mime.map_or_else(|| default.to_owned(), ToString::to_string)
+}
+
+/// Files that came with the message, with the `file_id` the gateway
+/// fetches them by (`getFile`); the largest size of a photo.
 fn attachments(message: &Message) -> Vec<Attachment> {
+    let file =
+        |name: String, content_type: String, meta: &teloxide::types::FileMeta, kind: AttachmentKind| Attachment {
+            name,
+            content_type,
+            size: u64::from(meta.size),
+            source: Some(meta.id.0.clone()),
+            kind: Some(kind),
+            ..Attachment::default()
+        };
     let mut found = Vec::new();
     if let Some(document) = message.document() {
-        found.push(Attachment {
-            name: document.file_name.clone().unwrap_or_else(|| "document".into()),
-            content_type: document
-                .mime_type
-                .as_ref()
-                .map_or_else(|| "application/octet-stream".into(), |m| m.to_string()),
-            size: u64::from(document.file.size),
-        });
+        found.push(file(
+            document.file_name.clone().unwrap_or_else(|| "document".into()),
+            mime(document.mime_type.as_ref(), "application/octet-stream"),
+            &document.file,
+            AttachmentKind::Document,
+        ));
     }
     if let Some(largest) = message
         .photo()
         .and_then(|sizes| sizes.iter().max_by_key(|p| u64::from(p.width) * u64::from(p.height)))
     {
-        found.push(Attachment {
-            name: "photo.jpg".into(),
-            content_type: "image/jpeg".into(),
-            size: u64::from(largest.file.size),
-        });
+        found.push(file(
+            "photo.jpg".into(),
+            "image/jpeg".into(),
+            &largest.file,
+            AttachmentKind::Photo,
+        ));
+    }
+    if let Some(voice) = message.voice() {
+        found.push(file(
+            "voice.ogg".into(),
+            mime(voice.mime_type.as_ref(), "audio/ogg"),
+            &voice.file,
+            AttachmentKind::Voice,
+        ));
+    }
+    if let Some(audio) = message.audio() {
+        found.push(file(
+            audio.file_name.clone().unwrap_or_else(|| "audio".into()),
+            mime(audio.mime_type.as_ref(), "audio/mpeg"),
+            &audio.file,
+            AttachmentKind::Audio,
+        ));
+    }
+    if let Some(video) = message.video() {
+        found.push(file(
+            video.file_name.clone().unwrap_or_else(|| "video.mp4".into()),
+            mime(video.mime_type.as_ref(), "video/mp4"),
+            &video.file,
+            AttachmentKind::Video,
+        ));
+    }
+    if let Some(note) = message.video_note() {
+        found.push(file(
+            "video_note.mp4".into(),
+            "video/mp4".into(),
+            &note.file,
+            AttachmentKind::Video,
+        ));
     }
     found
 }

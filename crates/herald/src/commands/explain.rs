@@ -60,16 +60,23 @@ pub fn render(conversation: &str, a: &PromptAccounting) -> String {
             a.history_kept, a.history_cut, a.history_dropped
         ),
     );
-    row(
-        &mut out,
-        "current input",
-        a.input_tokens,
+    row(&mut out, "current input", a.input_tokens, {
+        let mut note = Vec::new();
+        if a.image_parts > 0 {
+            note.push(format!("{} image part(s)", a.image_parts));
+        }
+        if a.transcripts > 0 {
+            note.push(format!("{} transcript(s)", a.transcripts));
+        }
         if a.input_cut {
-            "  (cut to fit)".into()
-        } else {
+            note.push("cut to fit".into());
+        }
+        if note.is_empty() {
             String::new()
-        },
-    );
+        } else {
+            format!("  ({})", note.join(", "))
+        }
+    });
     if a.tools.is_empty() {
         let _ = writeln!(out, "  tools offered: none");
     } else {
@@ -112,6 +119,8 @@ mod tests {
             total_tokens: 497,
             total_chars: 1300,
             shrunk: 1,
+            image_parts: 2,
+            transcripts: 1,
             ..PromptAccounting::default()
         };
         let report = render("local:ann", &accounting);
@@ -122,6 +131,7 @@ mod tests {
             "(3 entries kept, 1 of them cut, 7 dropped)",
             "tools offered (2): activate_skill, send_message",
             "built again smaller 1 time(s)",
+            "(2 image part(s), 1 transcript(s))",
         ] {
             assert!(report.contains(expected), "missing {expected:?} in\n{report}");
         }

@@ -85,8 +85,9 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
     let mut ingress = tokio::task::JoinSet::new();
     let stop_scheduler = CancellationToken::new();
     let mut scheduler = None;
+    let mut prune_files = None;
     if role.receives() {
-        let sink = channels::gateway(&app, built.outbound.clone(), status.clone());
+        let sink = channels::gateway(&app, built.outbound.clone(), status.clone(), built.fetchers.clone());
         ingress = channels::spawn_ingress(
             &built.ingress,
             sink,
@@ -94,6 +95,7 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
             status.clone(),
             stop_ingress.clone(),
         );
+        prune_files = Some(app.prune_files(stop_scheduler.clone()));
         let scheduler_loop = app.scheduler();
         let stop = stop_scheduler.clone();
         scheduler = Some(tokio::spawn(async move { scheduler_loop.run(stop).await }));
@@ -123,6 +125,9 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
     while ingress.join_next().await.is_some() {}
     if let Some(scheduler) = scheduler {
         let _ = scheduler.await;
+    }
+    if let Some(prune_files) = prune_files {
+        let _ = prune_files.await;
     }
     if let Some(pool) = pool {
         pool.shutdown(app.config.agent.drain_timeout).await;

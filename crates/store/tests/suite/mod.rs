@@ -4,6 +4,7 @@
 
 pub mod concurrency;
 pub mod conversations;
+pub mod files;
 pub mod liveness;
 pub mod locks;
 pub mod queue;
@@ -132,6 +133,8 @@ macro_rules! backend_suite {
             liveness::a_live_holders_task_is_never_taken_over,
             liveness::a_dead_holders_task_is_taken_over_before_its_lease_expires,
             liveness::a_closed_store_vouches_for_nothing,
+            files::a_file_is_stored_once_and_found_after_a_restart_by_its_queued_task,
+            files::files_not_stored_again_within_the_retention_are_pruned,
         );
     };
     (@cases $setup:path; $($module:ident :: $case:ident),* $(,)?) => {

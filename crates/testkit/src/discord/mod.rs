@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -118,6 +119,9 @@ struct State {
     next_snowflake: u64,
     next_connection: u64,
     gateway_url: String,
+    /// Attachment bytes on the CDN, by attachment id.
+    cdn: HashMap<String, Vec<u8>>,
+    cdn_downloads: Vec<String>,
 }
 
 impl State {
@@ -301,6 +305,8 @@ impl FakeDiscord {
             messages: Vec::new(),
             message_index: HashMap::new(),
             delivered_stamps: Vec::new(),
+            cdn: HashMap::new(),
+            cdn_downloads: Vec::new(),
             sent_stamps: Vec::new(),
             sent: Vec::new(),
             sent_ids: Vec::new(),
@@ -508,6 +514,53 @@ impl FakeDiscord {
         mentions: Vec<UserRecord>,
         reference: Option<String>,
     ) -> String {
+        self.inject_with(author_id, channel, content, mentions, reference, Vec::new())
+            .await
+    }
+
+    /// `user` sends a DM with a file, as Discord's client uploads one: the
+    /// message's attachment object names the file, its type and size, and a
+    /// CDN `url` (signed query parameters included) where its bytes are.
+    /// `claimed_size` is the `size` stated (the bytes' length when `None`).
+    pub async fn send_dm_with_file(
+        &self,
+        user: &FakeUser,
+        text: &str,
+        name: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+        claimed_size: Option<u64>,
+    ) -> String {
+        let channel = self.dm_chat(user);
+        let attachment = {
+            let mut state = self.shared.lock();
+            let id = state.snowflake();
+            let size = claimed_size.unwrap_or(bytes.len() as u64);
+            state.cdn.insert(id.clone(), bytes);
+            json!({
+                "id": id, "filename": name, "size": size, "content_type": content_type,
+                "url": format!("http://{}/attachments/{channel}/{id}/{name}?ex=6a1b2c3d&is=6a1a0000&hm=feedface", self.rest_addr),
+                "proxy_url": format!("http://{}/attachments/{channel}/{id}/{name}", self.rest_addr),
+            })
+        };
+        self.inject_with(&user.id, &channel, text.to_owned(), Vec::new(), None, vec![attachment])
+            .await
+    }
+
+    /// Attachment ids fetched from the CDN, in order.
+    pub fn cdn_downloads(&self) -> Vec<String> {
+        self.shared.lock().cdn_downloads.clone()
+    }
+
+    async fn inject_with(
+        &self,
+        author_id: &str,
+        channel: &str,
+        content: String,
+        mentions: Vec<UserRecord>,
+        reference: Option<String>,
+        attachments: Vec<Value>,
+    ) -> String {
         self.wait_for_bot().await;
         let mut state = self.shared.lock();
         let author = if author_id == state.bot.id {
@@ -528,6 +581,7 @@ impl FakeDiscord {
             mentions,
             reference,
             timestamp: now_iso8601(),
+            attachments,
         };
         state.add_message(record.clone());
         state.dispatch_message(&record);

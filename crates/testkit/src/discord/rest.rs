@@ -32,6 +32,7 @@ pub(super) fn serve(listener: TcpListener, shared: Arc<Shared>) -> oneshot::Send
         .route("/api/v10/channels/{channel_id}", get(get_channel))
         .route("/api/v10/channels/{channel_id}/messages", post(create_message))
         .route("/api/v10/channels/{channel_id}/typing", post(trigger_typing))
+        .route("/attachments/{channel_id}/{attachment_id}/{name}", get(cdn_file))
         .fallback(not_found)
         .with_state(shared);
     let (stop, stopped) = oneshot::channel::<()>();
@@ -44,6 +45,24 @@ pub(super) fn serve(listener: TcpListener, shared: Arc<Shared>) -> oneshot::Send
             .await;
     });
     stop
+}
+
+/// The CDN: an attachment's bytes at the `url` its message named (signed
+/// query parameters ignored, as the fake signs nothing).
+async fn cdn_file(
+    State(shared): State<Arc<Shared>>,
+    Path((_channel, attachment_id, _name)): Path<(String, String, String)>,
+) -> Response {
+    let mut state = shared.lock();
+    state.cdn_downloads.push(attachment_id.clone());
+    match state.cdn.get(&attachment_id) {
+        Some(bytes) => (
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            axum::body::Bytes::from(bytes.clone()),
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
+    }
 }
 
 fn json(status: StatusCode, body: &Value) -> Response {
@@ -344,6 +363,7 @@ async fn create_message(
         mentions: Vec::new(),
         reference: reference.clone(),
         timestamp: super::now_iso8601(),
+        attachments: Vec::new(),
     };
     let referenced = reference.as_ref().and_then(|id| state.message(id)).cloned();
     let reply = wire::message(&record, referenced.as_ref());

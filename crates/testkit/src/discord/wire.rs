@@ -145,6 +145,8 @@ pub struct MessageRecord {
     pub reference: Option<String>,
     /// ISO 8601, as Discord writes it.
     pub timestamp: String,
+    /// Attachment objects, with their CDN `url`s.
+    pub attachments: Vec<Value>,
 }
 
 /// The message object. `referenced` is the full message replied to, which
@@ -161,7 +163,7 @@ pub fn message(message: &MessageRecord, referenced: Option<&MessageRecord>) -> V
         "mention_everyone": false,
         "mentions": message.mentions.iter().map(user).collect::<Vec<_>>(),
         "mention_roles": [],
-        "attachments": [],
+        "attachments": message.attachments,
         "embeds": [],
         "pinned": false,
         "type": if message.reference.is_some() { 19 } else { 0 },

@@ -46,6 +46,24 @@ pub fn last_user_text(request: &Value) -> Option<String> {
         .and_then(content_text)
 }
 
+/// The `image_url` URLs of the last user message's content parts, in order.
+pub fn image_urls(request: &Value) -> Vec<String> {
+    messages(request)
+        .iter()
+        .rev()
+        .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+        .and_then(|message| message.get("content").and_then(Value::as_array).cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter(|part| part.get("type").and_then(Value::as_str) == Some("image_url"))
+        .filter_map(|part| {
+            part.pointer("/image_url/url")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
 /// All system (and developer) messages' text, joined by blank lines; `None`
 /// when there is none.
 pub fn system_prompt(request: &Value) -> Option<String> {

@@ -14,6 +14,7 @@
 //! server would not send, so a client that passes against this server is not
 //! surprised by OpenAI.
 
+mod audio;
 pub mod inspect;
 mod quirks;
 mod render;
@@ -35,7 +36,8 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
-pub use inspect::{content_text, last_user_text, messages, roles, system_prompt, tool_names, tool_results};
+pub use audio::{TranscriptionReply, TranscriptionRequest};
+pub use inspect::{content_text, image_urls, last_user_text, messages, roles, system_prompt, tool_names, tool_results};
 pub use quirks::{OverflowStyle, Quirks};
 
 use render::{Answer, CompletionMeta, WireToolCall};
@@ -147,6 +149,7 @@ fn echo_fallback(request: &Value) -> Reply {
 /// The running server; dropping it stops it (held requests are released).
 pub struct ScriptedModel {
     shared: Arc<Shared>,
+    transcriptions: audio::SharedTranscriptions,
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
 }
@@ -185,14 +188,19 @@ impl ScriptedModel {
             releases: watch::Sender::new(0),
             crashed: watch::Sender::new(false),
         });
+        let transcriptions = audio::SharedTranscriptions::default();
+        let audio_routes = Router::new()
+            .route("/v1/audio/transcriptions", post(audio::transcribe))
+            .with_state(transcriptions.clone());
         let router = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route("/v1/models", get(list_models))
             .route("/props", get(props))
             .route("/api/show", post(ollama_show))
             .fallback(unknown_route)
-            .layer(DefaultBodyLimit::max(32 * 1024 * 1024))
-            .with_state(shared.clone());
+            .with_state(shared.clone())
+            .merge(audio_routes)
+            .layer(DefaultBodyLimit::max(32 * 1024 * 1024));
         let (stop, stopped) = oneshot::channel::<()>();
         let mut crashed = shared.crashed.subscribe();
         tokio::spawn(async move {
@@ -208,6 +216,7 @@ impl ScriptedModel {
         });
         Ok(Self {
             shared,
+            transcriptions,
             addr,
             stop: Some(stop),
         })
@@ -221,6 +230,17 @@ impl ScriptedModel {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Appends an answer to `POST /v1/audio/transcriptions`' script; with
+    /// none left, the endpoint answers 500.
+    pub fn push_transcription(&self, reply: TranscriptionReply) {
+        audio::Transcriptions::push(&self.transcriptions, reply);
+    }
+
+    /// Every transcription request so far, in order.
+    pub fn transcription_requests(&self) -> Vec<TranscriptionRequest> {
+        audio::Transcriptions::requests(&self.transcriptions)
     }
 
     /// Appends a reply to the script; one reply answers one request.

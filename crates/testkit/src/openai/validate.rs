@@ -185,6 +185,7 @@ fn messages_in_order(messages: &[Value]) -> Result<(), Rejection> {
         {
             return Err(unanswered(assistant_index, &ids));
         }
+        content_parts(index, role, message)?;
         let tool_calls = message.get("tool_calls").and_then(Value::as_array);
         let has_content = message.get("content").is_some_and(|content| !content.is_null());
         match (role, tool_calls) {
@@ -203,6 +204,59 @@ fn messages_in_order(messages: &[Value]) -> Result<(), Rejection> {
         Some((assistant_index, ids)) if !ids.is_empty() => Err(unanswered(assistant_index, &ids)),
         _ => Ok(()),
     }
+}
+
+/// A content array as OpenAI checks it: every part has a known `type` and
+/// its field (`text`, or `image_url.url` as an http(s) or base64 image data
+/// URL), and images come only in user messages.
+fn content_parts(index: usize, role: &str, message: &Value) -> Result<(), Rejection> {
+    let Some(parts) = message.get("content").and_then(Value::as_array) else {
+        return Ok(());
+    };
+    for (at, part) in parts.iter().enumerate() {
+        let param = format!("messages.[{index}].content.[{at}]");
+        match part.get("type").and_then(Value::as_str) {
+            Some("text") if part.get("text").is_some_and(Value::is_string) => {}
+            Some("text") => return Err(Rejection::missing(&format!("{param}.text"))),
+            Some("image_url") if role != "user" => {
+                return Err(Rejection::new(
+                    format!(
+                        "Invalid 'messages[{index}]'. Image URLs are only allowed for messages with role 'user', but this message with role '{role}' contains an image URL."
+                    ),
+                    Some(format!("messages.[{index}]")),
+                    Some("invalid_value"),
+                ));
+            }
+            Some("image_url") => {
+                let url = part
+                    .pointer("/image_url/url")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let data_ok = url
+                    .strip_prefix("data:image/")
+                    .and_then(|rest| rest.split_once(";base64,"))
+                    .is_some_and(|(kind, data)| ["png", "jpeg", "gif", "webp"].contains(&kind) && !data.is_empty());
+                if !(data_ok || url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(Rejection::new(
+                        "Invalid image URL: expected an http(s) URL or a base64-encoded data URL of a png, jpeg, gif or webp image.",
+                        Some(format!("{param}.image_url.url")),
+                        Some("invalid_image_url"),
+                    ));
+                }
+            }
+            _ => {
+                return Err(Rejection::new(
+                    format!(
+                        "Invalid value: '{}'. Supported values are: 'text', 'image_url', 'input_audio', 'refusal', and 'file'.",
+                        part.get("type").and_then(Value::as_str).unwrap_or("")
+                    ),
+                    Some(format!("{param}.type")),
+                    Some("invalid_value"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -252,6 +306,9 @@ mod tests {
             json!({ "model": "m", "messages": [user("hi")], "tools": [
                 {"type": "function", "function": {"name": "f", "parameters": {}}}], "tool_choice": "auto" }),
             json!({ "model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}] }),
+            json!({ "model": "m", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}}]}] }),
         ] {
             assert_eq!(chat_request(&body), Ok(()), "{body}");
         }
@@ -273,6 +330,23 @@ mod tests {
                 "expected an array",
             ),
             (request(vec![]), Some("messages"), "empty array"),
+            (
+                request(vec![json!({"role": "user", "content": [
+                    {"type": "image_url", "image_url": {"url": "data:application/zip;base64,UEsD"}}]})]),
+                Some("messages.[0].content.[0].image_url.url"),
+                "Invalid image URL",
+            ),
+            (
+                request(vec![json!({"role": "assistant", "content": [
+                    {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]})]),
+                Some("messages.[0]"),
+                "only allowed for messages with role 'user'",
+            ),
+            (
+                request(vec![json!({"role": "user", "content": [{"type": "picture"}]})]),
+                Some("messages.[0].content.[0].type"),
+                "Invalid value",
+            ),
             (
                 request(vec![json!({"role": "robot", "content": "x"})]),
                 Some("messages.[0].role"),

@@ -14,6 +14,7 @@
 //! sends above the per-channel rate, sends before a `Retry-After` passed, and
 //! Socket Mode envelopes left unacknowledged are sent again.
 
+pub mod files;
 mod push;
 mod socket;
 mod state;
@@ -207,7 +208,7 @@ impl FakeSlack {
             push,
         });
         let (stop, stopped) = watch::channel(false);
-        let router = web::router(shared.clone());
+        let router = web::router(shared.clone()).merge(files::router(shared.clone()));
         let mut http_stopped = stopped.clone();
         tokio::spawn(async move {
             let shutdown = async move {

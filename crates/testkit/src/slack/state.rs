@@ -84,6 +84,10 @@ pub struct State {
     pub push_log: Vec<PushAttempt>,
     /// User messages as they were handed over (pushed, or enveloped for Socket Mode).
     pub delivered_stamps: Vec<Stamped>,
+    /// Uploaded files' bytes by file id, served at `url_private`.
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// Each `url_private` fetch: the file id and whether it carried the bot token.
+    pub file_downloads: Vec<(String, bool)>,
     /// Accepted `chat.postMessage`s, stamped when their request arrived.
     pub sent_stamps: Vec<Stamped>,
     /// Web API calls answered with a fault instead (by method name).
@@ -140,6 +144,8 @@ impl State {
             events_url: None,
             push_log: Vec::new(),
             delivered_stamps: Vec::new(),
+            files: BTreeMap::new(),
+            file_downloads: Vec::new(),
             sent_stamps: Vec::new(),
             faults: Default::default(),
         }

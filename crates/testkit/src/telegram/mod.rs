@@ -1,7 +1,7 @@
 //! A fake Telegram Bot API on 127.0.0.1: `getMe`, `getWebhookInfo`,
 //! `setWebhook`, `deleteWebhook`, `getUpdates` (long polling with offset
-//! confirmation), `sendMessage` and `sendChatAction`, with a control side
-//! for tests.
+//! confirmation), `sendMessage` and `sendChatAction`, `getFile` and the file
+//! endpoint ([`files`]), with a control side for tests.
 //!
 //! One bot (Herald) knows two people, an admin and a stranger, and sits in a
 //! forum supergroup with one topic and in a plain group. People write to it
@@ -17,6 +17,7 @@
 //! violations). It deviates in one place, as a local Bot API server does:
 //! webhooks may be plain HTTP on the loopback interface.
 
+pub mod files;
 mod server;
 mod state;
 mod webhook;
@@ -116,6 +117,7 @@ pub(crate) struct Shared {
     poke: watch::Sender<u64>,
     sent_count: watch::Sender<usize>,
     webhook_attempts: watch::Sender<usize>,
+    files: Mutex<files::Shelf>,
 }
 
 impl Shared {
@@ -155,6 +157,7 @@ impl FakeTelegram {
             poke: watch::channel(0).0,
             sent_count: watch::channel(0).0,
             webhook_attempts: watch::channel(0).0,
+            files: Mutex::default(),
         });
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake telegram");
         let addr = listener.local_addr().expect("local addr");

@@ -33,6 +33,12 @@ fn refuse(code: u16, description: &str) -> Response {
 pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let arrived = std::time::Instant::now();
     let path = request.uri().path().to_owned();
+    if let Some(rest) = path.strip_prefix("/file/bot") {
+        return match rest.split_once('/') {
+            Some((token, file_path)) if token == shared.token => super::files::serve(&shared, file_path),
+            _ => refuse(404, "Not Found"),
+        };
+    }
     let Some((token, method)) = path
         .strip_prefix("/bot")
         .and_then(|rest| rest.split_once('/'))
@@ -98,6 +104,10 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
                 Err((status, body)) => answer(status, body),
             }
         }
+        "getfile" => match super::files::get_file(&shared, &params) {
+            Ok(file) => answer(200, wire::ok(file)),
+            Err((status, body)) => answer(status, body),
+        },
         "sendchataction" => match shared.lock().send_chat_action(&params) {
             Ok(result) => answer(200, wire::ok(result)),
             Err((status, body)) => answer(status, body),

@@ -151,6 +151,8 @@ JVBERi0xLjQK
             name: "report.pdf".into(),
             content_type: "application/pdf".into(),
             size: 9,
+            inline: Some(herald_core::InlineBytes(b"%PDF-1.4\n"[..].into())),
+            ..Attachment::default()
         }]
     );
 }

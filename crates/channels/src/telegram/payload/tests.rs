@@ -247,7 +247,10 @@ fn anonymous_admins_speak_as_their_group_and_captions_count_as_text() {
         [Attachment {
             name: "report.pdf".into(),
             content_type: "application/pdf".into(),
-            size: 12345
+            size: 12345,
+            source: Some("BQAC".into()),
+            kind: Some(herald_core::AttachmentKind::Document),
+            ..Attachment::default()
         }]
     );
 }
