@@ -44,7 +44,8 @@ fuzz_target!(|data: &[u8]| {
     }
     match Config::parse(Path::new("herald.yaml"), text, lookup) {
         Ok(config) => {
-            assert!(config.agent.workers >= 1);
+            assert!(config.turns_in_flight() >= 1 && config.agent.workers != Some(0));
+            assert!(config.llm.max_concurrency >= 1 && config.agent.history_limit >= 1);
             assert!(config.llm.max_tool_iterations >= 1);
             assert!(config.llm.context_chars.is_none_or(|chars| chars >= 1000));
             assert!(config.llm.context_tokens.is_none_or(|tokens| tokens >= 512));
