@@ -126,3 +126,16 @@ pub struct OutboundMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
+
+/// A byte count as people read it: `40 MB`, `512 KB`, `12 bytes`.
+pub fn human_size(bytes: u64) -> String {
+    const KB: u64 = 1024;
+    const MB: u64 = 1024 * KB;
+    if bytes >= MB {
+        format!("{:.1} MB", bytes as f64 / MB as f64).replace(".0 ", " ")
+    } else if bytes >= KB {
+        format!("{} KB", bytes.div_ceil(KB))
+    } else {
+        format!("{bytes} bytes")
+    }
+}

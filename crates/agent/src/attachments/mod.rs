@@ -83,23 +83,11 @@ fn reference(attachment: &Attachment, what: &str) -> String {
         None => (attachment.content_type.as_str(), attachment.size),
     };
     let size = if size > 0 {
-        format!(", {}", human_size(size))
+        format!(", {}", herald_core::human_size(size))
     } else {
         String::new()
     };
     format!("[{kind} \"{}\" ({content_type}{size}): {what}]", attachment.name)
-}
-
-fn human_size(bytes: u64) -> String {
-    const KB: u64 = 1024;
-    const MB: u64 = 1024 * KB;
-    if bytes >= MB {
-        format!("{:.1} MB", bytes as f64 / MB as f64).replace(".0 ", " ")
-    } else if bytes >= KB {
-        format!("{} KB", bytes.div_ceil(KB))
-    } else {
-        format!("{bytes} bytes")
-    }
 }
 
 fn is_text(content_type: &str) -> bool {

@@ -89,18 +89,7 @@ pub fn essence(content_type: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// A byte count as people read it: `40 MB`, `512 KB`, `12 bytes`.
-pub fn human_size(bytes: u64) -> String {
-    const KB: u64 = 1024;
-    const MB: u64 = 1024 * KB;
-    if bytes >= MB {
-        format!("{:.1} MB", bytes as f64 / MB as f64).replace(".0 ", " ")
-    } else if bytes >= KB {
-        format!("{} KB", bytes.div_ceil(KB))
-    } else {
-        format!("{bytes} bytes")
-    }
-}
+pub use herald_core::human_size;
 
 #[cfg(test)]
 mod tests {
