@@ -40,12 +40,16 @@ const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
 /// fetching is announced there and not again when IDLE starts: without this
 /// check, Herald would IDLE past it until the next new mail or the renewal.
 fn announced_new_mail(queued: impl Iterator<Item = UnsolicitedResponse>) -> bool {
-    queued.fold(false, |news, response| {
-        news || matches!(
-            response,
-            UnsolicitedResponse::Exists(_) | UnsolicitedResponse::Recent(_)
-        )
-    })
+    // Counted, not `any`: every queued response is taken off the queue.
+    queued
+        .filter(|response| {
+            matches!(
+                response,
+                UnsolicitedResponse::Exists(_) | UnsolicitedResponse::Recent(_)
+            )
+        })
+        .count()
+        > 0
 }
 
 pub struct EmailIngress {
