@@ -16,6 +16,28 @@ use crate::store::StoreError;
 pub trait ExclusiveLocks: Send + Sync {
     /// Takes `name` if nobody holds it; `None` when another holder has it.
     async fn try_acquire(&self, name: &str) -> Result<Option<Box<dyn HeldLock>>, StoreError>;
+
+    /// Takes `name`, waiting up to `patience` for its holder to let it go;
+    /// `None` when it is still held then. An engine that can wait on the
+    /// lock itself wakes the moment the holder's process dies, so a standby
+    /// takes over without a polling gap; the default asks every 100 ms.
+    async fn acquire_within(
+        &self,
+        name: &str,
+        patience: std::time::Duration,
+    ) -> Result<Option<Box<dyn HeldLock>>, StoreError> {
+        const POLL: std::time::Duration = std::time::Duration::from_millis(100);
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            if let Some(held) = self.try_acquire(name).await? {
+                return Ok(Some(held));
+            }
+            if tokio::time::Instant::now() + POLL > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
 }
 
 /// A lock this process holds until it is released or dropped.

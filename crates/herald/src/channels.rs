@@ -14,8 +14,8 @@ use herald_channels::attachments::{AttachmentIntake, FetchAttachment};
 use herald_channels::config::ChannelsConfig;
 use herald_channels::gateway::Gateway;
 use herald_core::{
-    Admins, ChannelIngress, ChannelName, ChannelStatus, ConversationStore, ExclusiveLocks, InboundSink, LocalLimiter,
-    Outbound, SendLimiter, SteadyClock,
+    Admins, ChannelIngress, ChannelName, ChannelStatus, ConversationStore, ExclusiveLocks, HeldLock, InboundSink,
+    LocalLimiter, Outbound, SendLimiter, SteadyClock, StoreError,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -114,6 +114,10 @@ pub fn gateway(
 /// and how often the holder checks it still holds it.
 const LOCK_INTERVAL: Duration = Duration::from_secs(2);
 
+/// How long a standby waits on an ingress lock in one go, where the engine
+/// can wait on it (PostgreSQL).
+const STANDBY_WAIT: Duration = Duration::from_secs(30);
+
 /// Starts every ingress; each runs until `shutdown`. An ingress that must
 /// have a single consumer ([`ChannelIngress::exclusive`]) runs only while
 /// this process holds its lock in `locks`: the others wait on standby and
@@ -168,25 +172,35 @@ async fn run_exclusive(
     let name = format!("ingress:{}", channel.channel());
     let mut waiting_logged = false;
     while !shutdown.is_cancelled() {
-        let held = match locks.try_acquire(&name).await {
-            Ok(held) => held,
-            Err(err) => {
-                warn!(error = %err, "could not ask for the ingress lock");
-                None
-            }
+        let mut held = tokio::select! {
+            asked = locks.try_acquire(&name) => lock_or_warn(asked),
+            () = shutdown.cancelled() => return,
         };
-        let Some(mut held) = held else {
+        if held.is_none() {
             if !waiting_logged {
                 info!("another process receives from this channel; standing by");
                 waiting_logged = true;
             }
             // A standby process is not expected to be connected.
             status.forget(&channel.channel());
-            tokio::select! {
-                () = tokio::time::sleep(LOCK_INTERVAL) => continue,
+            // Waiting on the lock itself (where the engine can) wakes this
+            // standby the moment the holder dies, not a poll later.
+            let asked = tokio::select! {
+                asked = locks.acquire_within(&name, STANDBY_WAIT) => asked,
                 () = shutdown.cancelled() => return,
+            };
+            if asked.is_err() {
+                // An unreachable store is asked again after a pause, not in
+                // a tight loop.
+                tokio::select! {
+                    () = tokio::time::sleep(LOCK_INTERVAL) => {},
+                    () = shutdown.cancelled() => return,
+                }
             }
-        };
+            held = lock_or_warn(asked);
+        }
+        // Still held after the wait: ask again.
+        let Some(mut held) = held else { continue };
         waiting_logged = false;
         status.set(&channel.channel(), false);
         let stop = shutdown.child_token();
@@ -214,4 +228,12 @@ async fn run_exclusive(
             return;
         }
     }
+}
+
+/// The lock if granted; an error is logged and counts as not granted.
+fn lock_or_warn(asked: Result<Option<Box<dyn HeldLock>>, StoreError>) -> Option<Box<dyn HeldLock>> {
+    asked.unwrap_or_else(|err| {
+        warn!(error = %err, "could not ask for the ingress lock");
+        None
+    })
 }

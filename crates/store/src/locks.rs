@@ -100,6 +100,41 @@ impl ExclusiveLocks for PgLocks {
         let connection = self.lock_on_new_connection(&self.options, name).await?;
         Ok(connection.map(|connection| Box::new(PgHeld { connection }) as Box<dyn HeldLock>))
     }
+
+    /// Waits in the server: `pg_advisory_lock` returns as soon as the
+    /// holder's session ends (its process killed included), and
+    /// `lock_timeout` bounds the wait.
+    async fn acquire_within(&self, name: &str, patience: Duration) -> Result<Option<Box<dyn HeldLock>>, StoreError> {
+        let mut connection = PgConnection::connect_with(&self.options)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact::url(&self.url))))?;
+        let millis = patience.as_millis().clamp(1, i32::MAX as u128);
+        sqlx::query("SELECT set_config('lock_timeout', $1, false)")
+            .bind(millis.to_string())
+            .execute(&mut connection)
+            .await
+            .map_err(crate::error::db)?;
+        let taken =
+            sqlx::query("SELECT pg_advisory_lock(hashtextextended('herald:' || current_schema() || ':' || $1, 0))")
+                .bind(name)
+                .execute(&mut connection)
+                .await;
+        match taken {
+            Ok(_) => {
+                sqlx::query("SELECT set_config('lock_timeout', '0', false)")
+                    .execute(&mut connection)
+                    .await
+                    .map_err(crate::error::db)?;
+                Ok(Some(Box::new(PgHeld { connection })))
+            }
+            // 55P03 lock_not_available: the wait ran out.
+            Err(sqlx::Error::Database(err)) if err.code().as_deref() == Some("55P03") => {
+                let _ = connection.close().await;
+                Ok(None)
+            }
+            Err(err) => Err(crate::error::db(err)),
+        }
+    }
 }
 
 struct PgHeld {

@@ -130,6 +130,7 @@ macro_rules! backend_suite {
             schedules::processes_sharing_the_database_fire_a_due_run_once,
             locks::a_lock_has_one_holder_until_it_is_released,
             locks::a_holder_that_goes_away_frees_its_lock,
+            locks::a_standby_waiting_on_a_lock_takes_it_when_the_holder_goes,
             liveness::a_live_holders_task_is_never_taken_over,
             liveness::a_dead_holders_task_is_taken_over_before_its_lease_expires,
             liveness::a_closed_store_vouches_for_nothing,
