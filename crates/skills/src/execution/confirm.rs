@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use herald_core::{ActorId, ConversationRef, TaskId, Timestamp, ToolOutput, TurnOrigin, TurnScope};
+use herald_core::{ActorId, ConversationRef, MessageFile, TaskId, Timestamp, ToolOutput, TurnOrigin, TurnScope};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,6 +44,10 @@ pub struct PendingCall {
     /// SHA-256 of what the admin was shown, in hex.
     #[serde(default)]
     pub shown_hash: String,
+    /// The stored files of the message the asking turn answered: the call
+    /// runs with them once approved, as it would have then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<MessageFile>,
 }
 
 impl PendingCall {
@@ -57,6 +61,7 @@ impl PendingCall {
             is_admin: true,
             reply_to: self.reply_to.clone(),
             origin: TurnOrigin::Person,
+            files: self.files.clone(),
         }
     }
 }
@@ -145,6 +150,7 @@ pub(crate) async fn ask(
             occurrence,
             expires_at: now + timeout,
             shown_hash: shown_hash(&shown),
+            files: scope.files.clone(),
         };
         let value = serde_json::to_value(&pending).unwrap_or_default();
         if let Err(err) = store.put_state(state::CONFIRMATIONS, &pending.code, &value).await {
