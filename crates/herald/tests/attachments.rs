@@ -304,3 +304,63 @@ async fn a_script_reads_the_documents_of_the_message_and_a_climbing_name_stays_i
     assert!(!beside.contains("etc"), "nothing landed beside files/: {beside}");
     assert!(!std::path::Path::new("/etc/x").exists());
 }
+
+/// A Telegram document named `name` with `bytes`, claimed to be a PDF.
+fn pdf_document(name: &str, bytes: Vec<u8>) -> FakeFile {
+    FakeFile {
+        name: Some(name.into()),
+        mime: Some("application/pdf".into()),
+        ..FakeFile::new("document", bytes)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdfs_text_reaches_the_model_and_a_bomb_or_a_broken_pdf_is_described() {
+    let setup = setup("", "").await;
+    let herald = setup.start().await;
+    let ada = setup.platform.admin();
+    let letter = pdf_document("letter.pdf", herald_testkit::pdf::pdf_with_text("Hello PDF from Oslo"));
+    setup.platform.send_file(&ada, letter, Some("what does it say?"));
+    // 2 GiB of zeros, a few MiB sent.
+    let bomb = herald_testkit::pdf::bomb_pdf(2048);
+    assert!(bomb.len() < 4 * 1024 * 1024, "{} bytes", bomb.len());
+    setup.platform.send_file(&ada, pdf_document("bomb.pdf", bomb), None);
+    let mut broken = b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog".to_vec();
+    broken.extend_from_slice(&[0xff; 64]);
+    setup.platform.send_file(&ada, pdf_document("broken.pdf", broken), None);
+    setup.sent(3, REPLY, &herald).await;
+    let peak = herald.peak_memory();
+    assert!(
+        peak < 256 * 1024 * 1024,
+        "the bomb was not inflated in memory: Herald peaked at {} MiB",
+        peak / 1024 / 1024
+    );
+
+    let requests = setup.model.requests();
+    let said = last_user_text(&requests[0]).unwrap();
+    assert!(
+        said.contains("[file \"letter.pdf\" (application/pdf") && said.contains("its text follows"),
+        "{said}"
+    );
+    assert!(
+        requests[0].to_string().contains("Hello PDF from Oslo"),
+        "the text layer was sent"
+    );
+    let said = last_user_text(&requests[1]).unwrap();
+    assert!(
+        said.contains("a PDF Herald did not read: its compressed streams would expand to more than 32 MB"),
+        "{said}"
+    );
+    let said = last_user_text(&requests[2]).unwrap();
+    assert!(said.contains("a PDF Herald did not read"), "{said}");
+    // The next turn's history keeps the reference, not the text.
+    setup.platform.send_dm(&ada, "and now?").await;
+    setup.sent(4, REPLY, &herald).await;
+    let said: Vec<String> = messages(&setup.model.requests()[3])
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .filter_map(content_text)
+        .collect();
+    assert!(said[0].contains("letter.pdf"), "{said:?}");
+    assert!(!said.iter().any(|text| text.contains("Hello PDF")), "{said:?}");
+}
