@@ -238,6 +238,10 @@ async fn a_confirmation_asked_before_a_restart_can_be_approved_after_it() {
     let waiting = toolbox.invoke(&asking, &run, 1).await;
     assert!(waiting.content.contains("Not run yet"), "{waiting:?}");
     let question = site.recorder.texts().pop().unwrap();
+    assert!(
+        question.contains("Files of the message, given to it: \"note.txt\""),
+        "{question}"
+    );
     let code: String = question.split("/approve ").nth(1).unwrap().chars().take(6).collect();
     storage.close().await;
 

@@ -150,6 +150,12 @@ pub trait CoreSkill: Send + Sync {
         true
     }
 
+    /// Whether a call gets the files of the message being answered
+    /// (`run_skill_script` does): an admin asked to approve it is shown them.
+    fn takes_message_files(&self) -> bool {
+        false
+    }
+
     /// What an admin asked to approve a call is shown: what runs, and every
     /// argument whole (through [`quoted`], so no argument can forge a line
     /// of the question). Approval compares a hash of this text, described

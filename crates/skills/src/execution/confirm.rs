@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::catalog::{CoreSkill, Services, TurnView};
+use crate::catalog::{CoreSkill, Services, TurnView, quoted};
 use crate::name::SkillName;
 use crate::state;
 
@@ -71,6 +71,17 @@ fn question(shown: &str, code: &str, valid_for: &str) -> String {
     format!("{shown}\nReply /approve {code} to run it or /deny {code} to refuse (valid {valid_for}).")
 }
 
+/// What an admin is shown of a call: the skill's own description, and the
+/// message's files when the call gets them, each name quoted.
+pub(crate) fn shown_call(skill: &dyn CoreSkill, view: &TurnView, arguments: &Value, files: &[MessageFile]) -> String {
+    let mut shown = skill.describe_call(view, arguments);
+    if skill.takes_message_files() && !files.is_empty() {
+        let names: Vec<String> = files.iter().map(|file| quoted(&file.name)).collect();
+        shown.push_str(&format!("\nFiles of the message, given to it: {}", names.join(", ")));
+    }
+    shown
+}
+
 /// The hash kept of what an admin was shown.
 pub(crate) fn shown_hash(shown: &str) -> String {
     hex::encode(Sha256::digest(shown.as_bytes()))
@@ -98,7 +109,7 @@ pub(crate) async fn ask(
     let name = &skill.spec().name;
     let now = services.clock.now();
     let valid_for = herald_core::duration::format(services.config.confirm_timeout);
-    let shown = skill.describe_call(view, &arguments);
+    let shown = shown_call(skill.as_ref(), view, &arguments, &scope.files);
     let length = question(&shown, &"X".repeat(CODE_LENGTH), &valid_for)
         .encode_utf16()
         .count();

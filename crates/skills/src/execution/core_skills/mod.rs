@@ -350,6 +350,10 @@ impl CoreSkill for RunSkillScript {
         view.visible.iter().any(|s| s.scripts().next().is_some())
     }
 
+    fn takes_message_files(&self) -> bool {
+        true
+    }
+
     /// The skill and the script first, then every argument and the input,
     /// and the skill's revision, so a changed skill voids an approval.
     fn describe_call(&self, view: &TurnView, arguments: &Value) -> String {
