@@ -146,6 +146,7 @@ fn scope() -> TurnScope {
         is_admin: false,
         reply_to: None,
         origin: herald_core::TurnOrigin::Person,
+        files: Vec::new(),
     }
 }
 

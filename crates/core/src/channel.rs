@@ -266,6 +266,7 @@ mod tests {
             is_admin: false,
             reply_to: None,
             origin,
+            files: Vec::new(),
         }
     }
 

@@ -23,6 +23,30 @@ pub struct FileRef {
     pub size: u64,
 }
 
+/// A stored file of the message a turn answers, under the name its sender
+/// gave it: what a skill's script is handed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageFile {
+    pub name: String,
+    pub file: FileRef,
+}
+
+impl MessageFile {
+    /// The stored files among `attachments`, in order; those not fetched
+    /// have nothing to hand over.
+    pub fn of(attachments: &[crate::message::Attachment]) -> Vec<MessageFile> {
+        attachments
+            .iter()
+            .filter_map(|attachment| {
+                attachment.file.clone().map(|file| MessageFile {
+                    name: attachment.name.clone(),
+                    file,
+                })
+            })
+            .collect()
+    }
+}
+
 /// Bytes a channel already holds (a mail's MIME part). Debug prints only the
 /// length: a file's content never reaches a log.
 #[derive(Clone, PartialEq, Eq)]

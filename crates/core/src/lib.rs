@@ -32,7 +32,7 @@ pub use access::Admins;
 pub use channel::{
     Admission, ChannelError, ChannelIngress, ChannelOutbound, ChannelStatus, InboundSink, Outbound, SentMessage,
 };
-pub use files::{FileRef, FileStore, InlineBytes, Transcriber, TranscriptionError};
+pub use files::{FileRef, FileStore, InlineBytes, MessageFile, Transcriber, TranscriptionError};
 pub use history::{HistoryEntry, NewHistoryEntry, Role};
 pub use ids::{ActorId, ChannelName, ConversationId, TaskId};
 pub use llm::{

@@ -7,6 +7,7 @@
 
 use async_trait::async_trait;
 
+use crate::files::MessageFile;
 use crate::ids::{ActorId, TaskId};
 use crate::llm::{ToolCall, ToolSpec};
 use crate::message::ConversationRef;
@@ -56,6 +57,9 @@ pub struct TurnScope {
     pub reply_to: Option<String>,
     /// Whether a person or an earlier instruction started this turn.
     pub origin: TurnOrigin,
+    /// The stored files of the message being answered (none for an
+    /// instruction): a skill's script finds them in its temporary folder.
+    pub files: Vec<MessageFile>,
 }
 
 /// A labelled part of the system prompt, for prompt accounting.

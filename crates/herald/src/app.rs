@@ -100,6 +100,7 @@ impl App {
             .outbound(outbound)
             .admins(Admins::new(self.config.admins.iter().cloned()))
             .clock(self.clock.clone())
+            .files(self.storage.files())
             .skills(schedule_skills(self.schedules(), self.storage.conversations()))
             .build()
             .await
@@ -125,6 +126,7 @@ impl App {
             is_admin: true,
             reply_to: None,
             origin: herald_core::TurnOrigin::Person,
+            files: Vec::new(),
         };
         Ok(toolbox.prepare(&scope, None).await.tools)
     }

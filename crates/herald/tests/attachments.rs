@@ -11,8 +11,9 @@ use std::io::Cursor;
 use base64::Engine as _;
 use conformance::{REPLY, Setup};
 use herald_testkit::FakePlatform;
+use herald_testkit::Reply;
 use herald_testkit::discord::FakeDiscord;
-use herald_testkit::openai::{TranscriptionReply, image_urls, last_user_text};
+use herald_testkit::openai::{TranscriptionReply, content_text, image_urls, last_user_text, messages};
 use herald_testkit::slack::FakeSlack;
 use herald_testkit::telegram::FakeTelegram;
 use herald_testkit::telegram::files::FakeFile;
@@ -231,4 +232,135 @@ async fn a_slack_file_is_fetched_with_the_bot_token_and_a_forged_url_gets_no_tok
     let downloads = setup.platform.file_downloads();
     assert_eq!(downloads.len(), 1, "{downloads:?}");
     assert!(downloads[0].1, "url_private was fetched with the bot token");
+}
+
+/// A skill `reader` whose script prints each file of the message being
+/// answered, from `$HERALD_FILES_DIR`; kept alive as long as the test.
+fn reader_skill() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = dir.path().join("reader");
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: reader\ndescription: Read the files someone sent.\n---\n\nRun scripts/read.sh.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        skill.join("scripts/read.sh"),
+        "for f in \"$HERALD_FILES_DIR\"/*; do echo \"<$(basename \"$f\")> $(cat \"$f\")\"; done\n\
+         ls -a \"$HERALD_FILES_DIR/..\" | tr '\\n' ' '\n",
+    )
+    .unwrap();
+    let yaml = format!("skills:\n  dirs: [{}]\n  autonomy: full\n", dir.path().display());
+    (dir, yaml)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_reads_the_documents_of_the_message_and_a_climbing_name_stays_inside() {
+    let (_skills, yaml) = reader_skill();
+    let setup = setup("", &yaml).await;
+    // The model runs the script, then answers with what the script printed.
+    setup.model.set_fallback(|request| {
+        let last = messages(request).last().cloned().unwrap_or_default();
+        if last["role"] == "tool" {
+            Reply::text(content_text(&last).unwrap_or_default())
+        } else {
+            Reply::tool_call(
+                "run_skill_script",
+                serde_json::json!({"name": "reader", "script": "read.sh"}),
+            )
+        }
+    });
+    let herald = setup.start().await;
+    let ada = setup.platform.admin();
+    let report = FakeFile {
+        name: Some("report.txt".into()),
+        mime: Some("text/plain".into()),
+        ..FakeFile::new("document", b"quarterly numbers: 42".to_vec())
+    };
+    setup.platform.send_file(&ada, report, Some("what does it say?"));
+    let sent = setup.sent(1, REPLY, &herald).await;
+    assert!(
+        sent[0].text.contains("<report.txt> quarterly numbers: 42"),
+        "the script read the file: {}",
+        sent[0].text
+    );
+    assert!(
+        sent[0].text.contains("files in $HERALD_FILES_DIR: report.txt"),
+        "{}",
+        sent[0].text
+    );
+
+    let hostile = FakeFile {
+        name: Some("../../etc/x".into()),
+        mime: Some("text/plain".into()),
+        ..FakeFile::new("document", b"climbed?".to_vec())
+    };
+    setup.platform.send_file(&ada, hostile, None);
+    let sent = setup.sent(2, REPLY, &herald).await;
+    let reply = &sent[1].text;
+    assert!(reply.contains("<_.._etc_x> climbed?"), "{reply}");
+    let beside = reply.lines().last().unwrap_or_default();
+    assert!(!beside.contains("etc"), "nothing landed beside files/: {beside}");
+    assert!(!std::path::Path::new("/etc/x").exists());
+}
+
+/// A Telegram document named `name` with `bytes`, claimed to be a PDF.
+fn pdf_document(name: &str, bytes: Vec<u8>) -> FakeFile {
+    FakeFile {
+        name: Some(name.into()),
+        mime: Some("application/pdf".into()),
+        ..FakeFile::new("document", bytes)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdfs_text_reaches_the_model_and_a_bomb_or_a_broken_pdf_is_described() {
+    let setup = setup("", "").await;
+    let herald = setup.start().await;
+    let ada = setup.platform.admin();
+    let letter = pdf_document("letter.pdf", herald_testkit::pdf::pdf_with_text("Hello PDF from Oslo"));
+    setup.platform.send_file(&ada, letter, Some("what does it say?"));
+    // 2 GiB of zeros, a few MiB sent.
+    let bomb = herald_testkit::pdf::bomb_pdf(2048);
+    assert!(bomb.len() < 4 * 1024 * 1024, "{} bytes", bomb.len());
+    setup.platform.send_file(&ada, pdf_document("bomb.pdf", bomb), None);
+    let mut broken = b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog".to_vec();
+    broken.extend_from_slice(&[0xff; 64]);
+    setup.platform.send_file(&ada, pdf_document("broken.pdf", broken), None);
+    setup.sent(3, REPLY, &herald).await;
+    let peak = herald.peak_memory();
+    assert!(
+        peak < 256 * 1024 * 1024,
+        "the bomb was not inflated in memory: Herald peaked at {} MiB",
+        peak / 1024 / 1024
+    );
+
+    let requests = setup.model.requests();
+    let said = last_user_text(&requests[0]).unwrap();
+    assert!(
+        said.contains("[file \"letter.pdf\" (application/pdf") && said.contains("its text follows"),
+        "{said}"
+    );
+    assert!(
+        requests[0].to_string().contains("Hello PDF from Oslo"),
+        "the text layer was sent"
+    );
+    let said = last_user_text(&requests[1]).unwrap();
+    assert!(
+        said.contains("a PDF Herald did not read: its compressed streams would expand to more than 32 MB"),
+        "{said}"
+    );
+    let said = last_user_text(&requests[2]).unwrap();
+    assert!(said.contains("a PDF Herald did not read"), "{said}");
+    // The next turn's history keeps the reference, not the text.
+    setup.platform.send_dm(&ada, "and now?").await;
+    setup.sent(4, REPLY, &herald).await;
+    let said: Vec<String> = messages(&setup.model.requests()[3])
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .filter_map(content_text)
+        .collect();
+    assert!(said[0].contains("letter.pdf"), "{said:?}");
+    assert!(!said.iter().any(|text| text.contains("Hello PDF")), "{said:?}");
 }

@@ -47,7 +47,10 @@ pub use catalog::{
 pub use catalog::{CoreSkill, Policy, Services, SkillContext, SkillSpec, TurnView, quoted, target_conversation};
 pub use config::{Autonomy, CapLimits, InstallLimits, OnCap, ScriptContainment, SkillsConfig};
 pub use error::SkillError;
-pub use execution::script::{SUPERVISOR_ARG, ScriptReceipt, ScriptRequest, run_skill_script, script_supervisor_entry};
+pub use execution::script::{
+    FILES_DIR_VARIABLE, SUPERVISOR_ARG, ScriptFile, ScriptReceipt, ScriptRequest, run_skill_script,
+    script_supervisor_entry,
+};
 pub use name::SkillName;
 
 /// The `SKILL.md` checks on their own: what `herald skills validate` runs,

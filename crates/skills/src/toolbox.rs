@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use herald_core::{
-    Admins, Clock, ConversationStore, McpServers, Outbound, SystemClock, ToolCall, ToolOutput, ToolSpec, Toolbox,
-    TurnPreparation, TurnScope,
+    Admins, Clock, ConversationStore, FileStore, McpServers, Outbound, SystemClock, ToolCall, ToolOutput, ToolSpec,
+    Toolbox, TurnPreparation, TurnScope,
 };
 
 use crate::activation;
@@ -53,6 +53,7 @@ pub struct SkillToolboxBuilder {
     environment: Arc<dyn Environment>,
     extra: Vec<Arc<dyn CoreSkill>>,
     mcp: Option<Arc<dyn McpServers>>,
+    files: Option<Arc<dyn FileStore>>,
 }
 
 impl SkillToolboxBuilder {
@@ -93,6 +94,13 @@ impl SkillToolboxBuilder {
         self
     }
 
+    /// Where messages' files are kept: `run_skill_script` hands the files of
+    /// the message being answered to the script. Default: none are handed.
+    pub fn files(mut self, files: Arc<dyn FileStore>) -> Self {
+        self.files = Some(files);
+        self
+    }
+
     /// Registers several core skills, as [`SkillToolboxBuilder::skill`] does.
     pub fn skills(mut self, skills: impl IntoIterator<Item = Arc<dyn CoreSkill>>) -> Self {
         self.extra.extend(skills);
@@ -109,6 +117,7 @@ impl SkillToolboxBuilder {
             clock: self.clock,
             caps,
             mcp: self.mcp,
+            files: self.files,
         });
         let core = core_skills().into_iter().chain(self.extra).collect();
         let catalog = Arc::new(Catalog::new(Arc::clone(&services), self.environment, core));
@@ -149,6 +158,7 @@ impl SkillToolbox {
             environment: Arc::new(ProcessEnvironment),
             extra: Vec::new(),
             mcp: None,
+            files: None,
         }
     }
 

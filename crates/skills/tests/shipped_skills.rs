@@ -56,6 +56,7 @@ async fn the_csv_summary_script_summarises_stdin() {
         timeout: Duration::from_secs(20),
         script_user: None,
         containment: ScriptContainment::Auto,
+        files: &[],
     })
     .await
     .unwrap();

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use herald_core::{
     ActorId, ChannelError, ChannelName, ChannelOutbound, ConversationId, ConversationKind, ConversationRef,
-    InboundMessage, NewTask, Outbound, OutboundMessage, Sender, SentMessage, SystemClock, TaskId, ToolCall, Toolbox,
-    TurnScope,
+    InboundMessage, MessageFile, NewTask, Outbound, OutboundMessage, Sender, SentMessage, SystemClock, TaskId,
+    ToolCall, Toolbox, TurnScope,
 };
 use herald_skills::{SkillToolbox, SkillsConfig};
 use herald_store::{QueueConfig, Storage, StorageConfig};
@@ -81,6 +81,7 @@ impl Site {
         let toolbox = SkillToolbox::builder(config, storage.conversations(), 20_000)
             .admins(herald_core::Admins::new([ActorId::new("local:owner")]))
             .outbound(Outbound::new().with(Arc::clone(&self.recorder) as Arc<dyn ChannelOutbound>))
+            .files(storage.files())
             .build()
             .await
             .unwrap();
@@ -107,6 +108,7 @@ fn scope(task: i64, admin: bool) -> TurnScope {
         is_admin: admin,
         reply_to: None,
         origin: herald_core::TurnOrigin::Person,
+        files: Vec::new(),
     }
 }
 
@@ -210,15 +212,36 @@ async fn a_confirmation_asked_before_a_restart_can_be_approved_after_it() {
     let site = Site::new();
     let scripts = site.skills_dir().join("notes/scripts");
     std::fs::create_dir_all(&scripts).unwrap();
-    std::fs::write(scripts.join("hello.sh"), "echo \"hello $1\"").unwrap();
+    std::fs::write(
+        scripts.join("hello.sh"),
+        "echo \"hello $1\"; cat \"$HERALD_FILES_DIR/note.txt\"",
+    )
+    .unwrap();
     let (storage, toolbox) = site.start().await;
+    // The turn answers a message that came with a file.
+    let file = storage
+        .files()
+        .put("text/plain", b"FROM THE MESSAGE", chrono::Utc::now())
+        .await
+        .unwrap();
+    let asking = TurnScope {
+        files: vec![MessageFile {
+            name: "note.txt".into(),
+            file,
+        }],
+        ..scope(5, true)
+    };
     let run = call(
         "run_skill_script",
         json!({"name": "notes", "script": "hello.sh", "args": ["world"]}),
     );
-    let waiting = toolbox.invoke(&scope(5, true), &run, 1).await;
+    let waiting = toolbox.invoke(&asking, &run, 1).await;
     assert!(waiting.content.contains("Not run yet"), "{waiting:?}");
     let question = site.recorder.texts().pop().unwrap();
+    assert!(
+        question.contains("Files of the message, given to it: \"note.txt\""),
+        "{question}"
+    );
     let code: String = question.split("/approve ").nth(1).unwrap().chars().take(6).collect();
     storage.close().await;
 
@@ -228,6 +251,10 @@ async fn a_confirmation_asked_before_a_restart_can_be_approved_after_it() {
         .await;
     let reply = approved.direct_reply.unwrap();
     assert!(reply.contains("hello world"), "{reply}");
+    assert!(
+        reply.contains("FROM THE MESSAGE"),
+        "the approved call has the files of the message that asked for it: {reply}"
+    );
     let receipts =
         herald_core::ConversationStore::list_state(storage.conversations().as_ref(), "skill_receipts:local:owner")
             .await

@@ -18,6 +18,7 @@ pub mod discord;
 pub mod faults;
 pub mod mailserver;
 pub mod openai;
+pub mod pdf;
 pub mod platform;
 pub mod postgres;
 pub mod slack;

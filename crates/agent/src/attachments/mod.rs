@@ -5,9 +5,10 @@
 //!   sees images (`llm.vision`), else a line describing it;
 //! - a voice note or audio file is transcribed (`llm.transcription`), and
 //!   the transcript, marked as one, is what the person said;
-//! - text, Markdown, CSV and JSON are read as text within
-//!   `agent.attachments.max_document_chars`; other documents (PDF
-//!   included) are described;
+//! - text, Markdown, CSV and JSON are read as text, and a PDF's text layer
+//!   is extracted ([`pdf`], bounded against decompression bombs), within
+//!   `agent.attachments.max_document_chars`; other documents are
+//!   described;
 //! - a file that was not fetched is described with the reason.
 //!
 //! History keeps only the text (what the person wrote, one reference line
@@ -15,6 +16,7 @@
 //! call alone. Pure but for reading the store and the transcriber.
 
 mod image;
+mod pdf;
 
 use std::sync::Arc;
 
@@ -98,6 +100,36 @@ fn is_text(content_type: &str) -> bool {
         )
 }
 
+const ROOM_USED_UP: &str = "text not included: the documents of this message used up the room";
+
+/// Puts `text` in this turn's documents, within the room left, and answers
+/// the reference line; `note` is added to what the line says.
+fn include_document(
+    attachment: &Attachment,
+    text: &str,
+    note: &str,
+    prepared: &mut PreparedInput,
+    document_room: &mut usize,
+) -> String {
+    if *document_room == 0 {
+        return reference(attachment, ROOM_USED_UP);
+    }
+    let total = text.chars().count();
+    let taken: String = text.chars().take(*document_room).collect();
+    let shown = taken.chars().count();
+    *document_room -= shown;
+    let what = if shown < total {
+        format!("its first {shown} of {total} characters follow{note}")
+    } else {
+        format!("its text follows{note}")
+    };
+    prepared.documents.push_str(&format!(
+        "\n\n--- {} ---\n{taken}\n--- end of {} ---",
+        attachment.name, attachment.name
+    ));
+    reference(attachment, &what)
+}
+
 impl AttachmentReader {
     /// `message`'s text and files, ready for the prompt.
     pub async fn prepare(&self, message: &InboundMessage) -> PreparedInput {
@@ -173,29 +205,29 @@ impl AttachmentReader {
         }
         if is_text(content_type) {
             let text = String::from_utf8_lossy(&bytes);
-            if *document_room == 0 {
-                return reference(
-                    attachment,
-                    "text not included: the documents of this message used up the room",
-                );
-            }
-            let total = text.chars().count();
-            let taken: String = text.chars().take(*document_room).collect();
-            let shown = taken.chars().count();
-            *document_room -= shown;
-            let note = if shown < total {
-                format!("its first {shown} of {total} characters follow")
-            } else {
-                "its text follows".to_owned()
-            };
-            prepared.documents.push_str(&format!(
-                "\n\n--- {} ---\n{taken}\n--- end of {} ---",
-                attachment.name, attachment.name
-            ));
-            return reference(attachment, &note);
+            return include_document(attachment, &text, "", prepared, document_room);
         }
         if content_type == "application/pdf" {
-            return reference(attachment, "a PDF; Herald does not read PDF text yet");
+            if *document_room == 0 {
+                return reference(attachment, ROOM_USED_UP);
+            }
+            return match pdf::read_text(bytes, *document_room).await {
+                Ok(read) if read.text.trim().is_empty() => {
+                    reference(attachment, "a PDF without a text layer (scanned, or images only)")
+                }
+                Ok(read) => {
+                    let pages = if read.pages_read < read.pages {
+                        format!(
+                            " (of its {} pages, the first {} were read)",
+                            read.pages, read.pages_read
+                        )
+                    } else {
+                        String::new()
+                    };
+                    include_document(attachment, read.text.trim(), &pages, prepared, document_room)
+                }
+                Err(why) => reference(attachment, &format!("a PDF Herald did not read: {why}")),
+            };
         }
         reference(attachment, "a file Herald cannot read")
     }

@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use herald_core::{
     Admins, ChatModel, ConversationId, ConversationStore, DeliveryReceipt, FailOutcome, HistoryEntry,
-    InstructionOrigin, Lease, Outbound, OutboundMessage, RetryClass, StoreError, TaskId, TaskPayload, TaskQueue,
-    Toolbox, TurnOrigin, TurnScope,
+    InstructionOrigin, Lease, MessageFile, Outbound, OutboundMessage, RetryClass, StoreError, TaskId, TaskPayload,
+    TaskQueue, Toolbox, TurnOrigin, TurnScope,
 };
 use tokio::sync::broadcast;
 use tracing::{Instrument, debug, error, info, info_span, warn};
@@ -392,12 +392,13 @@ impl Agent {
     }
 
     fn scope_of(&self, lease: &Lease) -> TurnScope {
-        let (conversation, actor, reply_to, origin) = match &lease.task.payload {
+        let (conversation, actor, reply_to, origin, files) = match &lease.task.payload {
             TaskPayload::Message(message) => (
                 message.conversation.clone(),
                 Some(message.sender.id.clone()),
                 Some(message.platform_message_id.clone()),
                 TurnOrigin::Person,
+                MessageFile::of(&message.attachments),
             ),
             TaskPayload::Instruction {
                 conversation,
@@ -414,6 +415,7 @@ impl Agent {
                         ack_max_chars: self.parts.heartbeat_ack_max_chars,
                     },
                 },
+                Vec::new(),
             ),
         };
         let is_admin = actor.as_ref().is_some_and(|actor| self.parts.admins.contains(actor));
@@ -424,6 +426,7 @@ impl Agent {
             is_admin,
             reply_to,
             origin,
+            files,
         }
     }
 }

@@ -31,6 +31,7 @@ fn scope(conversation: &str, actor: &str, is_admin: bool) -> TurnScope {
         is_admin,
         reply_to: None,
         origin: herald_core::TurnOrigin::Person,
+        files: Vec::new(),
     }
 }
 
@@ -83,6 +84,7 @@ async fn fixture() -> Fixture {
         outbound: Outbound::new(),
         clock: clock.clone(),
         mcp: None,
+        files: None,
     };
     Fixture {
         schedules: Schedules::new(storage.schedules(), clock),

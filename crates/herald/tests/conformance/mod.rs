@@ -265,6 +265,18 @@ impl<P: FakePlatform> Setup<P> {
 }
 
 impl Running {
+    /// The most memory the process has held so far (`VmHWM`), in bytes.
+    pub fn peak_memory(&self) -> u64 {
+        let pid = self.child.id().expect("herald is running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+        let kilobytes: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in proc status");
+        kilobytes * 1024
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
     }

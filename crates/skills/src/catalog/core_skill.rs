@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use herald_core::{
-    ConversationId, ConversationRef, ConversationStore, McpServerInfo, McpServers, Outbound, ToolOutput, TurnScope,
+    ConversationId, ConversationRef, ConversationStore, FileStore, McpServerInfo, McpServers, Outbound, ToolOutput,
+    TurnScope,
 };
 use serde_json::Value;
 
@@ -101,6 +102,9 @@ pub struct Services {
     pub caps: CapLimits,
     /// The configured MCP servers, when there are any.
     pub mcp: Option<Arc<dyn McpServers>>,
+    /// Where the files of messages are kept, for scripts to read; without
+    /// it scripts get none.
+    pub files: Option<Arc<dyn FileStore>>,
 }
 
 impl std::fmt::Debug for Services {
@@ -144,6 +148,12 @@ pub trait CoreSkill: Send + Sync {
     /// Whether the tool is offered this turn at all.
     fn offered(&self, _view: &TurnView) -> bool {
         true
+    }
+
+    /// Whether a call gets the files of the message being answered
+    /// (`run_skill_script` does): an admin asked to approve it is shown them.
+    fn takes_message_files(&self) -> bool {
+        false
     }
 
     /// What an admin asked to approve a call is shown: what runs, and every

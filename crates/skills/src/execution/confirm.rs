@@ -8,13 +8,13 @@
 
 use std::sync::Arc;
 
-use herald_core::{ActorId, ConversationRef, TaskId, Timestamp, ToolOutput, TurnOrigin, TurnScope};
+use herald_core::{ActorId, ConversationRef, MessageFile, TaskId, Timestamp, ToolOutput, TurnOrigin, TurnScope};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::catalog::{CoreSkill, Services, TurnView};
+use crate::catalog::{CoreSkill, Services, TurnView, quoted};
 use crate::name::SkillName;
 use crate::state;
 
@@ -44,6 +44,10 @@ pub struct PendingCall {
     /// SHA-256 of what the admin was shown, in hex.
     #[serde(default)]
     pub shown_hash: String,
+    /// The stored files of the message the asking turn answered: the call
+    /// runs with them once approved, as it would have then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<MessageFile>,
 }
 
 impl PendingCall {
@@ -57,6 +61,7 @@ impl PendingCall {
             is_admin: true,
             reply_to: self.reply_to.clone(),
             origin: TurnOrigin::Person,
+            files: self.files.clone(),
         }
     }
 }
@@ -64,6 +69,17 @@ impl PendingCall {
 /// The question for the call described as `shown`, under `code`.
 fn question(shown: &str, code: &str, valid_for: &str) -> String {
     format!("{shown}\nReply /approve {code} to run it or /deny {code} to refuse (valid {valid_for}).")
+}
+
+/// What an admin is shown of a call: the skill's own description, and the
+/// message's files when the call gets them, each name quoted.
+pub(crate) fn shown_call(skill: &dyn CoreSkill, view: &TurnView, arguments: &Value, files: &[MessageFile]) -> String {
+    let mut shown = skill.describe_call(view, arguments);
+    if skill.takes_message_files() && !files.is_empty() {
+        let names: Vec<String> = files.iter().map(|file| quoted(&file.name)).collect();
+        shown.push_str(&format!("\nFiles of the message, given to it: {}", names.join(", ")));
+    }
+    shown
 }
 
 /// The hash kept of what an admin was shown.
@@ -93,7 +109,7 @@ pub(crate) async fn ask(
     let name = &skill.spec().name;
     let now = services.clock.now();
     let valid_for = herald_core::duration::format(services.config.confirm_timeout);
-    let shown = skill.describe_call(view, &arguments);
+    let shown = shown_call(skill.as_ref(), view, &arguments, &scope.files);
     let length = question(&shown, &"X".repeat(CODE_LENGTH), &valid_for)
         .encode_utf16()
         .count();
@@ -145,6 +161,7 @@ pub(crate) async fn ask(
             occurrence,
             expires_at: now + timeout,
             shown_hash: shown_hash(&shown),
+            files: scope.files.clone(),
         };
         let value = serde_json::to_value(&pending).unwrap_or_default();
         if let Err(err) = store.put_state(state::CONFIRMATIONS, &pending.code, &value).await {

@@ -192,7 +192,7 @@ impl Executor {
             return refuse(format!("`{who}`, who asked for `{name}`, is no longer an admin"));
         }
         let view = self.catalog.view(true);
-        let shown = skill.describe_call(&view, &pending.arguments);
+        let shown = confirm::shown_call(skill.as_ref(), &view, &pending.arguments, &pending.files);
         if confirm::shown_hash(&shown) != pending.shown_hash
             || herald_core::json::canonical(&pending.arguments) != pending.canonical
         {

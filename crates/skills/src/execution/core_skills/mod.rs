@@ -15,7 +15,7 @@ use crate::catalog::{CoreSkill, Policy, SkillContext, SkillSpec, TurnView, quote
 use crate::catalog::{Skill, skill_block};
 use crate::error::SkillError;
 use crate::execution::files::{MAX_PAGE_CHARS, read_skill_file};
-use crate::execution::script::{ScriptRequest, run_skill_script};
+use crate::execution::script::{ScriptFile, ScriptRequest, run_skill_script};
 use crate::name::SkillName;
 use crate::state;
 
@@ -79,7 +79,9 @@ pub fn core_skills() -> Vec<Arc<dyn CoreSkill>> {
         ))),
         Arc::new(RunSkillScript(spec(
             RUN_SKILL_SCRIPT,
-            "Run a script from a skill's scripts/ folder in a temporary copy of the skill. Needs an \
+            "Run a script from a skill's scripts/ folder in a temporary copy of the skill. The files \
+             of the message you are answering are in the folder named by $HERALD_FILES_DIR, under \
+             their names made safe (/ and leading dots replaced); the result lists them. Needs an \
              admin's confirmation unless autonomy is full.",
             json!({
                 "type": "object",
@@ -348,6 +350,10 @@ impl CoreSkill for RunSkillScript {
         view.visible.iter().any(|s| s.scripts().next().is_some())
     }
 
+    fn takes_message_files(&self) -> bool {
+        true
+    }
+
     /// The skill and the script first, then every argument and the input,
     /// and the skill's revision, so a changed skill voids an approval.
     fn describe_call(&self, view: &TurnView, arguments: &Value) -> String {
@@ -387,6 +393,7 @@ impl CoreSkill for RunSkillScript {
             .as_array()
             .map(|items| items.iter().filter_map(Value::as_str).map(str::to_owned).collect())
             .unwrap_or_default();
+        let files = message_files(context).await;
         let receipt = run_skill_script(ScriptRequest {
             folder: &skill.folder,
             script,
@@ -395,6 +402,7 @@ impl CoreSkill for RunSkillScript {
             timeout: context.services.config.effective_script_timeout(),
             script_user: context.services.config.script_user.as_deref(),
             containment: context.services.config.script_containment,
+            files: &files,
         })
         .await?;
         tracing::info!(
@@ -423,6 +431,31 @@ impl CoreSkill for RunSkillScript {
             ToolOutput::error(text)
         })
     }
+}
+
+/// The bytes of the files of the message the turn answers, read from the
+/// file store. A file no longer stored (past the retention) or unreadable
+/// just now is left out, and said so in the log.
+async fn message_files(context: &SkillContext<'_>) -> Vec<ScriptFile> {
+    let Some(store) = &context.services.files else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    for file in &context.scope.files {
+        match store.get(&file.file.sha256).await {
+            Ok(Some(bytes)) => files.push(ScriptFile {
+                name: file.name.clone(),
+                bytes,
+            }),
+            Ok(None) => {
+                tracing::info!(task = %context.scope.task, "a message file is no longer stored; not given to the script")
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, task = %context.scope.task, "a message file could not be read for a script")
+            }
+        }
+    }
+    files
 }
 
 /// `scripts/NAME` for a script named with or without that prefix.

@@ -1,6 +1,8 @@
 //! Running a file from a skill's `scripts/`: in a temporary copy of the
-//! skill folder, with an environment scrubbed down to `PATH`, a temporary
-//! `HOME` and `LANG=C`, as an unprivileged user when Herald runs as root
+//! skill folder, with the files of the message being answered in `files/`
+//! beside it ([`files`]), with an environment scrubbed down to `PATH`, a
+//! temporary `HOME`, `LANG=C` and, when there are files,
+//! `HERALD_FILES_DIR`, as an unprivileged user when Herald runs as root
 //! ([`user`]), in a session of its own, and within a timeout.
 //!
 //! Every process a script starts ends with it: the script runs in a cgroup
@@ -15,6 +17,7 @@
 //! elevated and dangerous.
 
 mod cgroup;
+mod files;
 mod prepare;
 mod receipt;
 mod supervisor;
@@ -31,6 +34,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
+pub use files::{FILES_DIR_VARIABLE, ScriptFile};
 pub use receipt::ScriptReceipt;
 pub use supervisor::{SUPERVISOR_ARG, script_supervisor_entry};
 
@@ -65,6 +69,8 @@ pub struct ScriptRequest<'a> {
     pub script_user: Option<&'a str>,
     /// `skills.script_containment`.
     pub containment: ScriptContainment,
+    /// The files of the message being answered, written to `files/`.
+    pub files: &'a [ScriptFile],
 }
 
 /// How this run holds the script's processes.
@@ -85,7 +91,8 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
     let folder = request.folder.to_path_buf();
     let script = request.script.to_owned();
     let script_user = request.script_user.map(str::to_owned);
-    let prepared = tokio::task::spawn_blocking(move || prepare(&folder, &script, script_user.as_deref()))
+    let files = request.files.to_vec();
+    let prepared = tokio::task::spawn_blocking(move || prepare(&folder, &script, script_user.as_deref(), &files))
         .await
         .map_err(|err| SkillError::refused(format!("preparing the script failed: {err}")))??;
     let hold = tokio::task::spawn_blocking(move || choose(request.containment))
@@ -131,6 +138,7 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
         duration_ms: duration.as_millis() as u64,
         output,
         truncated,
+        files: prepared.file_names.clone(),
     })
 }
 
@@ -185,12 +193,16 @@ fn say_once(how: &str, cgroup_error: Option<&std::io::Error>) {
 }
 
 /// The environment a script gets, and nothing else of Herald's.
-fn script_environment(prepared: &Prepared) -> [(&'static str, OsString); 3] {
-    [
+fn script_environment(prepared: &Prepared) -> Vec<(&'static str, OsString)> {
+    let mut environment = vec![
         ("PATH", std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into())),
         ("HOME", prepared.home.clone().into()),
         ("LANG", "C".into()),
-    ]
+    ];
+    if let Some(files_dir) = &prepared.files_dir {
+        environment.push((FILES_DIR_VARIABLE, files_dir.clone().into()));
+    }
+    environment
 }
 
 /// Starts the script itself, joined to `cgroup` in a session of its own;

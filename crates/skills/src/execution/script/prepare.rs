@@ -1,10 +1,11 @@
 //! Before a script starts: the script found in the skill's `scripts/`, the
-//! temporary copy of the skill it runs in, handed to the user it runs as,
-//! and how to start it.
+//! temporary copy of the skill it runs in and the message's files beside
+//! it, handed to the user it runs as, and how to start it.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use super::files::{ScriptFile, write_files};
 use super::user::RunAs;
 use crate::catalog::{check_relative, list_files, resolve_inside};
 use crate::error::SkillError;
@@ -18,6 +19,10 @@ pub(super) struct Prepared {
     /// The copy of the skill folder: the script's working folder.
     pub work: PathBuf,
     pub home: PathBuf,
+    /// `files/`, holding the message's files, when it has any.
+    pub files_dir: Option<PathBuf>,
+    /// The names the message's files were written under, in order.
+    pub file_names: Vec<String>,
     /// `scripts/NAME`, as named in the receipt.
     pub script: String,
     /// The program to start and the arguments before the caller's.
@@ -27,9 +32,15 @@ pub(super) struct Prepared {
 }
 
 /// Finds `script` in `folder`'s `scripts/`, copies the skill to a new
-/// temporary folder, and hands the copy to the user the script runs as.
-/// Blocking: files are read, copied and looked up.
-pub(super) fn prepare(folder: &Path, script: &str, script_user: Option<&str>) -> Result<Prepared, SkillError> {
+/// temporary folder, writes the message's `files` beside it, and hands both
+/// to the user the script runs as. Blocking: files are read, copied and
+/// looked up.
+pub(super) fn prepare(
+    folder: &Path,
+    script: &str,
+    script_user: Option<&str>,
+    files: &[ScriptFile],
+) -> Result<Prepared, SkillError> {
     check_relative(script)?;
     let script = script.trim_start_matches("./");
     let script = script.strip_prefix("scripts/").unwrap_or(script);
@@ -54,13 +65,20 @@ pub(super) fn prepare(folder: &Path, script: &str, script_user: Option<&str>) ->
     let home = sandbox.path().join("home");
     copy_skill(folder, &work)?;
     std::fs::create_dir_all(&home).map_err(|err| SkillError::io("creating", &home, err))?;
+    let (files_dir, file_names) = if files.is_empty() {
+        (None, Vec::new())
+    } else {
+        let files_dir = sandbox.path().join("files");
+        let names = write_files(&files_dir, files)?;
+        (Some(files_dir), names)
+    };
     if let Some((uid, gid)) = run_as.ids() {
         use std::os::unix::fs::PermissionsExt;
-        // The user may pass through the top folder to its own two, and
+        // The user may pass through the top folder to its own ones, and
         // owns everything in those.
         std::fs::set_permissions(sandbox.path(), std::fs::Permissions::from_mode(0o711))
             .map_err(|err| SkillError::io("opening up", sandbox.path(), err))?;
-        for path in [&work, &home] {
+        for path in [Some(&work), Some(&home), files_dir.as_ref()].into_iter().flatten() {
             hand_over(path, uid.as_raw(), gid.as_raw())?;
         }
     }
@@ -70,6 +88,8 @@ pub(super) fn prepare(folder: &Path, script: &str, script_user: Option<&str>) ->
         sandbox,
         work,
         home,
+        files_dir,
+        file_names,
         script: script.to_owned(),
         program,
         leading_args,

@@ -18,6 +18,9 @@ pub struct ScriptReceipt {
     /// Standard output and error, interleaved as written, at most 1 MiB.
     pub output: String,
     pub truncated: bool,
+    /// The names the message's files had in `$HERALD_FILES_DIR`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
 }
 
 impl ScriptReceipt {
@@ -45,13 +48,23 @@ impl ScriptReceipt {
             "output": output,
             "output_bytes": self.output.len(),
             "output_truncated": self.truncated || left_out > 0,
+            "files": self.files,
         })
     }
 
-    /// What the model reads: the status line and the output, within
-    /// [`MODEL_OUTPUT_BYTES`].
+    /// What the model reads: the status line, the files the script was
+    /// given, and the output, within [`MODEL_OUTPUT_BYTES`].
     pub(crate) fn for_model(&self) -> String {
-        cut_middle(&format!("{}\n{}", self.status(), self.output), MODEL_OUTPUT_BYTES).0
+        let files = if self.files.is_empty() {
+            String::new()
+        } else {
+            format!("\nfiles in $HERALD_FILES_DIR: {}", self.files.join(", "))
+        };
+        cut_middle(
+            &format!("{}{files}\n{}", self.status(), self.output),
+            MODEL_OUTPUT_BYTES,
+        )
+        .0
     }
 
     /// One line: `exit 0 in 120 ms` / `killed after timeout (30000 ms)`.

@@ -24,6 +24,7 @@ fn request<'a>(folder: &'a Path, script: &'a str, args: &'a [String]) -> ScriptR
         timeout: Duration::from_secs(20),
         script_user: None,
         containment: ScriptContainment::Auto,
+        files: &[],
     }
 }
 
@@ -204,4 +205,56 @@ async fn a_script_user_that_does_not_exist_is_a_clear_error() {
         err.contains("skills.script_user") && err.contains("no-such-user-here"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn the_messages_files_are_in_herald_files_dir_and_a_climbing_name_stays_inside() {
+    let (_dir, folder) = skill_with(&[(
+        "files.sh",
+        "cd \"$HERALD_FILES_DIR\" && for f in *; do echo \"[$f] $(cat \"$f\")\"; done; \
+         ls -a \"$HERALD_FILES_DIR/..\" | tr '\\n' ' '",
+    )]);
+    let files = [
+        ScriptFile {
+            name: "notes.txt".into(),
+            bytes: b"first".to_vec(),
+        },
+        ScriptFile {
+            name: "../../etc/x".into(),
+            bytes: b"climber".to_vec(),
+        },
+        ScriptFile {
+            name: "notes.txt".into(),
+            bytes: b"second".to_vec(),
+        },
+    ];
+    let receipt = run_skill_script(ScriptRequest {
+        files: &files,
+        ..request(&folder, "files.sh", &[])
+    })
+    .await
+    .unwrap();
+    assert!(receipt.succeeded(), "{receipt:?}");
+    for line in ["[notes.txt] first", "[notes-2.txt] second", "[_.._etc_x] climber"] {
+        assert!(receipt.output.contains(line), "{line}: {}", receipt.output);
+    }
+    let beside: Vec<&str> = receipt.output.lines().last().unwrap().split_whitespace().collect();
+    assert!(
+        !beside.iter().any(|name| name.contains("etc") || *name == "x"),
+        "nothing was written beside files/: {beside:?}"
+    );
+    assert_eq!(receipt.files, ["notes.txt", "_.._etc_x", "notes-2.txt"]);
+    assert!(
+        receipt
+            .for_model()
+            .contains("files in $HERALD_FILES_DIR: notes.txt, _.._etc_x, notes-2.txt")
+    );
+}
+
+#[tokio::test]
+async fn without_files_there_is_no_herald_files_dir() {
+    let (_dir, folder) = skill_with(&[("env.sh", "echo \"dir=[${HERALD_FILES_DIR-unset}]\"")]);
+    let receipt = run_skill_script(request(&folder, "env.sh", &[])).await.unwrap();
+    assert!(receipt.output.contains("dir=[unset]"), "{}", receipt.output);
+    assert!(receipt.files.is_empty());
 }

@@ -172,6 +172,7 @@ fn scope(task: i64, admin: bool) -> TurnScope {
         is_admin: admin,
         reply_to: None,
         origin: herald_core::TurnOrigin::Person,
+        files: Vec::new(),
     }
 }
 
