@@ -100,6 +100,7 @@ impl App {
             .outbound(outbound)
             .admins(Admins::new(self.config.admins.iter().cloned()))
             .clock(self.clock.clone())
+            .files(self.storage.files())
             .skills(schedule_skills(self.schedules(), self.storage.conversations()))
             .build()
             .await

@@ -53,6 +53,7 @@ pub struct SkillToolboxBuilder {
     environment: Arc<dyn Environment>,
     extra: Vec<Arc<dyn CoreSkill>>,
     mcp: Option<Arc<dyn McpServers>>,
+    files: Option<Arc<dyn herald_core::FileStore>>,
 }
 
 impl SkillToolboxBuilder {
@@ -93,6 +94,13 @@ impl SkillToolboxBuilder {
         self
     }
 
+    /// Where scripts' output files are kept, so `send_message` can attach
+    /// them. Without it, scripts' files are not kept.
+    pub fn files(mut self, files: Arc<dyn herald_core::FileStore>) -> Self {
+        self.files = Some(files);
+        self
+    }
+
     /// Registers several core skills, as [`SkillToolboxBuilder::skill`] does.
     pub fn skills(mut self, skills: impl IntoIterator<Item = Arc<dyn CoreSkill>>) -> Self {
         self.extra.extend(skills);
@@ -109,6 +117,7 @@ impl SkillToolboxBuilder {
             clock: self.clock,
             caps,
             mcp: self.mcp,
+            files: self.files,
         });
         let core = core_skills().into_iter().chain(self.extra).collect();
         let catalog = Arc::new(Catalog::new(Arc::clone(&services), self.environment, core));
@@ -149,6 +158,7 @@ impl SkillToolbox {
             environment: Arc::new(ProcessEnvironment),
             extra: Vec::new(),
             mcp: None,
+            files: None,
         }
     }
 

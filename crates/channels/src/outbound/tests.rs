@@ -100,6 +100,7 @@ async fn chunks_go_in_order_and_a_429_is_waited_out() {
         text: "aaaa bbbb cccc dddd".into(),
         reply_to: Some("42".into()),
         idempotency_key: None,
+        files: Vec::new(),
     };
     let sent = delivery.send(&message).await.unwrap();
     assert_eq!(sent.platform_message_ids, ["1", "2"]);
@@ -124,6 +125,7 @@ async fn a_platform_that_keeps_refusing_is_reported_not_dropped() {
         text: "hi".into(),
         reply_to: None,
         idempotency_key: None,
+        files: Vec::new(),
     };
     assert!(matches!(
         delivery.send(&message).await,
@@ -254,6 +256,7 @@ fn reply(conversation: ConversationRef, n: usize) -> OutboundMessage {
         text: format!("reply {n}"),
         reply_to: None,
         idempotency_key: None,
+        files: Vec::new(),
     }
 }
 

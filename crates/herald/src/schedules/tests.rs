@@ -83,6 +83,7 @@ async fn fixture() -> Fixture {
         outbound: Outbound::new(),
         clock: clock.clone(),
         mcp: None,
+        files: None,
     };
     Fixture {
         schedules: Schedules::new(storage.schedules(), clock),

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use herald_core::{
-    ConversationId, ConversationRef, ConversationStore, McpServerInfo, McpServers, Outbound, ToolOutput, TurnScope,
+    ConversationId, ConversationRef, ConversationStore, FileStore, McpServerInfo, McpServers, Outbound, ToolOutput,
+    TurnScope,
 };
 use serde_json::Value;
 
@@ -101,6 +102,8 @@ pub struct Services {
     pub caps: CapLimits,
     /// The configured MCP servers, when there are any.
     pub mcp: Option<Arc<dyn McpServers>>,
+    /// Where scripts' output files are kept for `send_message`.
+    pub files: Option<Arc<dyn FileStore>>,
 }
 
 impl std::fmt::Debug for Services {

@@ -8,13 +8,15 @@
 //! subreaper supervisor ([`supervisor`]). Either way a child that escaped
 //! with `setsid` or a double fork is killed when the script ends, so the
 //! output is read to its end at once and no run waits on a leftover.
-//! At most 1 MiB of combined output is kept.
+//! At most 1 MiB of combined output is kept, and the files it left in
+//! `out/` ([`outputs`]).
 //!
 //! Scripts are still programs Herald runs on its host, with the network
 //! and the files their user can reach: that is why `run_skill_script` is
 //! elevated and dangerous.
 
 mod cgroup;
+mod outputs;
 mod prepare;
 mod receipt;
 mod supervisor;
@@ -31,6 +33,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
+pub use outputs::ScriptFiles;
 pub use receipt::ScriptReceipt;
 pub use supervisor::{SUPERVISOR_ARG, script_supervisor_entry};
 
@@ -122,7 +125,12 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
             )
         }
     };
+    let out = prepared.out.clone();
+    let files = tokio::task::spawn_blocking(move || outputs::collect(&out))
+        .await
+        .unwrap_or_default();
     Ok(ScriptReceipt {
+        files,
         script: prepared.script.clone(),
         args: request.args.to_vec(),
         exit_code: ended.exit_code,
@@ -185,11 +193,12 @@ fn say_once(how: &str, cgroup_error: Option<&std::io::Error>) {
 }
 
 /// The environment a script gets, and nothing else of Herald's.
-fn script_environment(prepared: &Prepared) -> [(&'static str, OsString); 3] {
+fn script_environment(prepared: &Prepared) -> [(&'static str, OsString); 4] {
     [
         ("PATH", std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into())),
         ("HOME", prepared.home.clone().into()),
         ("LANG", "C".into()),
+        ("HERALD_OUT_DIR", prepared.out.clone().into()),
     ]
 }
 

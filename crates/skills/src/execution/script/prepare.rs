@@ -12,12 +12,14 @@ use crate::error::SkillError;
 /// A script ready to start, in its own temporary folder.
 #[derive(Debug)]
 pub(super) struct Prepared {
-    /// Removed when dropped. Only Herald writes its top level; `skill/`
-    /// and `home/` belong to the script's user.
+    /// Removed when dropped. Only Herald writes its top level; `skill/`,
+    /// `home/` and `out/` belong to the script's user.
     pub sandbox: tempfile::TempDir,
     /// The copy of the skill folder: the script's working folder.
     pub work: PathBuf,
     pub home: PathBuf,
+    /// Where the script leaves files for the conversation (`HERALD_OUT_DIR`).
+    pub out: PathBuf,
     /// `scripts/NAME`, as named in the receipt.
     pub script: String,
     /// The program to start and the arguments before the caller's.
@@ -54,13 +56,14 @@ pub(super) fn prepare(folder: &Path, script: &str, script_user: Option<&str>) ->
     let home = sandbox.path().join("home");
     copy_skill(folder, &work)?;
     std::fs::create_dir_all(&home).map_err(|err| SkillError::io("creating", &home, err))?;
+    let out = super::outputs::create(sandbox.path())?;
     if let Some((uid, gid)) = run_as.ids() {
         use std::os::unix::fs::PermissionsExt;
         // The user may pass through the top folder to its own two, and
         // owns everything in those.
         std::fs::set_permissions(sandbox.path(), std::fs::Permissions::from_mode(0o711))
             .map_err(|err| SkillError::io("opening up", sandbox.path(), err))?;
-        for path in [&work, &home] {
+        for path in [&work, &home, &out] {
             hand_over(path, uid.as_raw(), gid.as_raw())?;
         }
     }
@@ -70,6 +73,7 @@ pub(super) fn prepare(folder: &Path, script: &str, script_user: Option<&str>) ->
         sandbox,
         work,
         home,
+        out,
         script: script.to_owned(),
         program,
         leading_args,

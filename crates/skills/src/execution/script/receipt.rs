@@ -18,6 +18,10 @@ pub struct ScriptReceipt {
     /// Standard output and error, interleaved as written, at most 1 MiB.
     pub output: String,
     pub truncated: bool,
+    /// The files it left in `out/`; stored in the file store by the caller,
+    /// which keeps the references in the receipt.
+    #[serde(skip)]
+    pub files: super::ScriptFiles,
 }
 
 impl ScriptReceipt {

@@ -48,7 +48,7 @@ async fn a_script_runs_in_a_copy_with_a_scrubbed_environment() {
     let names_line = receipt.output.lines().find(|l| l.contains("PATH")).unwrap();
     let mut names: Vec<&str> = names_line.split_whitespace().collect();
     names.retain(|n| !["PWD", "SHLVL", "_", "OLDPWD"].contains(n));
-    assert_eq!(names, vec!["HOME", "LANG", "PATH"], "{names_line}");
+    assert_eq!(names, vec!["HERALD_OUT_DIR", "HOME", "LANG", "PATH"], "{names_line}");
     assert!(receipt.output.contains("---"));
     assert!(receipt.output.contains("oops"), "stderr is captured");
     assert!(
