@@ -3,6 +3,7 @@
 //! model running it and calling `send_message` with the file attached, and
 //! the platform's fake receiving the upload as the real API takes it.
 
+mod common;
 #[macro_use]
 #[allow(unused_macros)]
 mod conformance;
@@ -176,4 +177,49 @@ async fn discord_a_file_over_the_upload_limit_is_named_in_the_text_and_not_sent(
         said[1].1.contains("report.txt was not attached") && said[1].1.contains("the person was told"),
         "{said:?}"
     );
+}
+
+/// By mail, the file is attached to the one reply mail, and the real
+/// servers deliver it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_a_scripts_file_is_attached_to_the_reply_mail() {
+    use common::email::{ALICE, EmailOptions, mail};
+    use mail_parser::MimeHeaders;
+    let (_skills, extra) = report_skill();
+    let setup = common::email::Setup::with_options(EmailOptions::default()).await;
+    let config = std::fs::read_to_string(&setup.config).unwrap();
+    std::fs::write(&setup.config, format!("{config}{extra}")).unwrap();
+    setup.model.push(run_report());
+    setup.model.push(Reply::tool_call(
+        "send_message",
+        json!({"text": "Here is the report.", "attachments": ["report.txt"]}),
+    ));
+    setup.model.push(Reply::text("done"));
+    let herald = setup.start().await;
+    setup
+        .mail
+        .send(
+            ALICE,
+            &mail(ALICE, "ask@alice.test", "Weather", "", "The report as a file, please."),
+        )
+        .await;
+    let answers = setup.answers("alice", 2, &herald).await;
+    let with_file = answers
+        .iter()
+        .find(|answer| answer.raw.contains("report.txt"))
+        .unwrap_or_else(|| panic!("no mail with the file: {answers:#?}"));
+    let parsed = mail_parser::MessageParser::default()
+        .parse(with_file.raw.as_bytes())
+        .unwrap();
+    assert_eq!(parsed.body_text(0).unwrap().trim(), "Here is the report.");
+    let attachment = parsed.attachment(0).expect("an attachment");
+    assert_eq!(attachment.attachment_name(), Some("report.txt"));
+    assert_eq!(
+        attachment
+            .content_type()
+            .map(|t| format!("{}/{}", t.ctype(), t.subtype().unwrap_or_default())),
+        Some("text/plain".to_owned())
+    );
+    assert_eq!(attachment.contents(), REPORT.as_bytes());
+    assert_eq!(with_file.header("in-reply-to"), Some("<ask@alice.test>"));
 }
