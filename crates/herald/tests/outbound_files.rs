@@ -11,6 +11,7 @@ mod conformance;
 use conformance::{REPLY, Setup};
 use herald_testkit::discord::FakeDiscord;
 use herald_testkit::openai::tool_results;
+use herald_testkit::slack::FakeSlack;
 use herald_testkit::telegram::FakeTelegram;
 use herald_testkit::{FakePlatform, Reply};
 use serde_json::json;
@@ -222,4 +223,14 @@ async fn email_a_scripts_file_is_attached_to_the_reply_mail() {
     );
     assert_eq!(attachment.contents(), REPORT.as_bytes());
     assert_eq!(with_file.header("in-reply-to"), Some("<ask@alice.test>"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_a_scripts_file_is_sent_back_by_the_external_upload() {
+    a_scripts_file_is_sent_back(FakeSlack::start().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_only_files_this_tasks_scripts_left_can_be_attached() {
+    only_files_this_tasks_scripts_left_can_be_attached(FakeSlack::start().await).await;
 }

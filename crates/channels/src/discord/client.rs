@@ -94,7 +94,8 @@ impl DiscordApi {
         let mut bucket = self.limits.acquire(route).await;
         let mut built = request
             .build(&self.client, self.authorization.expose_secret(), Some(&self.api_base))
-            .and_then(|builder| builder.build().map_err(Into::into))
+            .map_err(|err| err.to_string())
+            .and_then(|builder| builder.build().map_err(|err| err.to_string()))
             .map_err(|err| ChannelError::Fatal(format!("{route}: could not build the request: {err}")))?;
         if let Some(content_type) = content_type {
             let value = serenity_reqwest::header::HeaderValue::from_str(&content_type)
