@@ -73,6 +73,7 @@ impl Toolbox for SendMessage {
                     text: text.clone(),
                     reply_to: None,
                     idempotency_key: None,
+                    files: Vec::new(),
                 },
             )
             .await

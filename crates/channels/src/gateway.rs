@@ -50,6 +50,7 @@ impl Gateway {
             text,
             reply_to: Some(message.platform_message_id.clone()),
             idempotency_key: None,
+            files: Vec::new(),
         };
         if let Err(err) = self.outbound.send(&reply).await {
             warn!(error = %err, conversation = %message.conversation.id, "could not answer at ingress");

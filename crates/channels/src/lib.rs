@@ -20,6 +20,8 @@ pub mod discord;
 pub mod email;
 pub mod gateway;
 pub mod local;
+#[cfg(any(feature = "telegram", feature = "discord"))]
+pub mod multipart;
 pub mod outbound;
 pub mod retry;
 #[cfg(feature = "slack")]

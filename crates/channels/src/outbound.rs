@@ -25,8 +25,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use herald_core::rate::{LocalLimiter, SendLimit, SendLimiter, SendSlot, Window};
 use herald_core::{
-    ChannelError, ChannelName, ChannelOutbound, ConversationKind, ConversationRef, OutboundMessage, SentMessage,
-    SteadyClock,
+    ChannelError, ChannelName, ChannelOutbound, ConversationKind, ConversationRef, OutboundFile, OutboundMessage,
+    SentMessage, SteadyClock,
 };
 use serde::Deserialize;
 use tracing::{debug, warn};
@@ -56,6 +56,46 @@ pub trait PlatformSender: Send + Sync {
     async fn typing(&self, _conversation: &ConversationRef) -> Result<(), ChannelError> {
         Ok(())
     }
+
+    /// What the platform takes in files from a bot; `None` when this
+    /// adapter uploads none.
+    fn uploads(&self) -> Option<FileUploads> {
+        None
+    }
+
+    /// Uploads `files` (at most [`FileUploads::max_files_per_send`]) as one
+    /// message in the conversation, with `text` when the platform carries
+    /// a reply's text with its files ([`FileUploads::with_text`]). Returns
+    /// the platform's id of the new message.
+    async fn send_files(
+        &self,
+        _conversation: &ConversationRef,
+        _text: Option<&str>,
+        _files: &[OutboundFile],
+        _reply_to: Option<&str>,
+        _key: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        Err(ChannelError::Fatal(format!("{} does not send files", self.channel())))
+    }
+}
+
+/// How a platform takes files from a bot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileUploads {
+    /// The largest file, in bytes.
+    pub max_file_bytes: u64,
+    /// Files in one upload request.
+    pub max_files_per_send: usize,
+    /// The reply's (last chunk of) text goes in the same request as its
+    /// files (a mail with attachments) rather than before them.
+    pub with_text: bool,
+}
+
+/// One request of a reply: a chunk of text, or files (with text).
+#[derive(Clone, Copy)]
+enum Part<'a> {
+    Text(&'a str),
+    Files(Option<&'a str>, &'a [OutboundFile]),
 }
 
 /// Send rates as windows: `N/s`, `N/m`, `N/h` (`30/s`, `20/m`), or `N/` a
@@ -225,7 +265,7 @@ impl<S: PlatformSender> Delivery<S> {
     async fn send_one(
         &self,
         conversation: &ConversationRef,
-        text: &str,
+        part: Part<'_>,
         reply_to: Option<&str>,
         key: Option<&str>,
     ) -> Result<String, ChannelError> {
@@ -234,7 +274,10 @@ impl<S: PlatformSender> Delivery<S> {
         let limits = self.limits_for(conversation);
         loop {
             let taken = self.take_place(&limits).await?;
-            let result = self.sender.send_chunk(conversation, text, reply_to, key).await;
+            let result = match part {
+                Part::Text(text) => self.sender.send_chunk(conversation, text, reply_to, key).await,
+                Part::Files(text, files) => self.sender.send_files(conversation, text, files, reply_to, key).await,
+            };
             self.finished(&limits, taken).await;
             let err = match result {
                 Ok(id) => {
@@ -264,20 +307,74 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
+        let uploads = match (message.files.is_empty(), self.sender.uploads()) {
+            (true, _) => None,
+            (false, Some(uploads)) => Some(uploads),
+            (false, None) => {
+                return Err(ChannelError::Fatal(format!(
+                    "{} cannot send files yet; nothing was sent",
+                    self.sender.channel()
+                )));
+            }
+        };
+        if let Some(uploads) = uploads
+            && let Some(file) = message.files.iter().find(|file| file.size() > uploads.max_file_bytes)
+        {
+            return Err(ChannelError::Fatal(format!(
+                "{} is {}, over what {} takes ({}); nothing was sent",
+                file.name,
+                herald_core::human_size(file.size()),
+                self.sender.channel(),
+                herald_core::human_size(uploads.max_file_bytes)
+            )));
+        }
         let chunks = chunk(&message.text, self.sender.limit());
-        let mut ids = Vec::with_capacity(chunks.len());
-        for (index, part) in chunks.iter().enumerate() {
+        // A platform that carries text with files takes the last chunk with them.
+        let carried = match uploads {
+            Some(uploads) if uploads.with_text => chunks.last().map(String::as_str),
+            _ => None,
+        };
+        let text_chunks = &chunks[..chunks.len() - usize::from(carried.is_some())];
+        let mut ids = Vec::with_capacity(chunks.len() + message.files.len());
+        for (index, part) in text_chunks.iter().enumerate() {
             // Only the first chunk replies to the triggering message; the rest follow it.
             let reply_to = if index == 0 { message.reply_to.as_deref() } else { None };
             let key = message.idempotency_key.as_ref().map(|key| format!("{key}:{index}"));
             ids.push(
-                self.send_one(&message.conversation, part, reply_to, key.as_deref())
+                self.send_one(&message.conversation, Part::Text(part), reply_to, key.as_deref())
                     .await?,
             );
+        }
+        if let Some(uploads) = uploads {
+            for (index, files) in message.files.chunks(uploads.max_files_per_send.max(1)).enumerate() {
+                let reply_to = if ids.is_empty() {
+                    message.reply_to.as_deref()
+                } else {
+                    None
+                };
+                let text = if index == 0 { carried } else { None };
+                let key = message
+                    .idempotency_key
+                    .as_ref()
+                    .map(|key| format!("{key}:files:{index}"));
+                ids.push(
+                    self.send_one(
+                        &message.conversation,
+                        Part::Files(text, files),
+                        reply_to,
+                        key.as_deref(),
+                    )
+                    .await?,
+                );
+            }
         }
         Ok(SentMessage {
             platform_message_ids: ids,
         })
+    }
+
+    fn max_file_bytes(&self) -> Option<u64> {
+        self.sender.uploads().map(|uploads| uploads.max_file_bytes)
     }
 
     async fn typing(&self, conversation: &ConversationRef) -> Result<(), ChannelError> {

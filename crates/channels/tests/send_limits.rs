@@ -58,6 +58,7 @@ fn in_group(target: &GroupTarget, text: String) -> OutboundMessage {
         text,
         reply_to: None,
         idempotency_key: None,
+        files: Vec::new(),
     }
 }
 
@@ -108,6 +109,7 @@ fn reply(user: &FakeUser, text: String) -> OutboundMessage {
         text,
         reply_to: None,
         idempotency_key: None,
+        files: Vec::new(),
     }
 }
 

@@ -244,6 +244,7 @@ async fn replies_go_to_the_thread_in_chunks_and_wait_out_a_429() {
             text: format!("{text}\n\na < b & c"),
             reply_to: Some("C0GENERAL1:1.000001".into()),
             idempotency_key: None,
+            files: Vec::new(),
         })
         .await
         .expect("delivered");

@@ -249,6 +249,7 @@ async fn replies_are_chunked_into_the_topic_and_typing_shows_there() {
             text: text.clone(),
             reply_to: Some(inbound.platform_message_id.clone()),
             idempotency_key: None,
+            files: Vec::new(),
         })
         .await
         .unwrap();
@@ -289,6 +290,7 @@ async fn a_429_is_waited_out_for_retry_after() {
             text: "after the wait".into(),
             reply_to: None,
             idempotency_key: None,
+            files: Vec::new(),
         })
         .await
         .unwrap();

@@ -52,6 +52,12 @@ pub trait ChannelOutbound: Send + Sync {
     /// accepted every part.
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError>;
 
+    /// The largest file this channel uploads for a bot, in bytes; `None`
+    /// when it sends no files, and a message with files is refused.
+    fn max_file_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Shows that Herald is working on an answer. Channels without the
     /// ability do nothing.
     async fn typing(&self, _conversation: &ConversationRef) -> Result<(), ChannelError> {
@@ -255,6 +261,7 @@ mod tests {
             text: text.into(),
             reply_to: None,
             idempotency_key: None,
+            files: Vec::new(),
         }
     }
 

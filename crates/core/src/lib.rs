@@ -41,7 +41,8 @@ pub use llm::{
 pub use lock::{ExclusiveLocks, HeldLock};
 pub use mcp::{McpError, McpServerInfo, McpServers, McpTool, McpToolFlags};
 pub use message::{
-    Attachment, AttachmentKind, ConversationKind, ConversationRef, InboundMessage, OutboundMessage, Sender, human_size,
+    Attachment, AttachmentKind, ConversationKind, ConversationRef, InboundMessage, OutboundFile, OutboundMessage,
+    Sender, human_size,
 };
 pub use rate::{LocalLimiter, SendLimit, SendLimiter, SendSlot, SteadyClock, Window};
 pub use retry::{Backoff, RetryClass};

@@ -125,6 +125,26 @@ pub struct OutboundMessage {
     /// reply once however often it is tried after an unknown outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Files sent with the reply (a script's output), after its text. Never
+    /// serialized: an outbound message is sent, not queued.
+    #[serde(skip)]
+    pub files: Vec<OutboundFile>,
+}
+
+/// A file on its way to a conversation, with its bytes (read from the file
+/// store by whoever attached it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboundFile {
+    /// The file name people see.
+    pub name: String,
+    pub content_type: String,
+    pub bytes: crate::files::InlineBytes,
+}
+
+impl OutboundFile {
+    pub fn size(&self) -> u64 {
+        self.bytes.0.len() as u64
+    }
 }
 
 /// A byte count as people read it: `40 MB`, `512 KB`, `12 bytes`.

@@ -94,8 +94,9 @@ impl SkillToolboxBuilder {
         self
     }
 
-    /// Where messages' files are kept: `run_skill_script` hands the files of
-    /// the message being answered to the script. Default: none are handed.
+    /// Where files are kept: `run_skill_script` hands the files of the
+    /// message being answered to the script, and keeps the files a script
+    /// leaves in `out/` so `send_message` can attach them. Default: none.
     pub fn files(mut self, files: Arc<dyn FileStore>) -> Self {
         self.files = Some(files);
         self

@@ -25,7 +25,7 @@ pub mod slack;
 pub mod telegram;
 
 pub use openai::{RecordedRequest, Reply, ScriptedModel};
-pub use platform::{FakePlatform, FakeUser, GroupTarget, SentMessage, Stamped};
+pub use platform::{FakePlatform, FakeUser, GroupTarget, SentMessage, Stamped, Upload};
 
 /// Each accepted connection sends small writes at once (`TCP_NODELAY`), as
 /// a real service's front end does. Without it, Nagle's algorithm holds a

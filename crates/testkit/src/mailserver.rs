@@ -306,6 +306,8 @@ impl Drop for MailServers {
 pub struct ReadMail {
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// The whole mail as delivered, for a MIME parser.
+    pub raw: String,
 }
 
 impl ReadMail {
@@ -326,6 +328,7 @@ impl ReadMail {
         Self {
             headers,
             body: body.trim().to_owned(),
+            raw,
         }
     }
 

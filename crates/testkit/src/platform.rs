@@ -28,6 +28,34 @@ pub struct SentMessage {
     pub reply_to: Option<String>,
 }
 
+/// A file the bot uploaded, as the platform received it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Upload {
+    pub chat: String,
+    /// Thread, topic or `thread_ts` it was posted in.
+    pub thread: Option<String>,
+    /// The file name the bot gave.
+    pub name: String,
+    /// The type the bot gave, where the platform takes one.
+    pub content_type: Option<String>,
+    pub bytes: Vec<u8>,
+    /// Text sent with the file (a caption, a message's content, a comment).
+    pub text: Option<String>,
+}
+
+impl std::fmt::Debug for Upload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upload")
+            .field("chat", &self.chat)
+            .field("thread", &self.thread)
+            .field("name", &self.name)
+            .field("content_type", &self.content_type)
+            .field("bytes", &self.bytes.len())
+            .field("text", &self.text)
+            .finish()
+    }
+}
+
 /// Where a group message is posted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupTarget {
@@ -89,6 +117,11 @@ pub trait FakePlatform: Send + Sync {
 
     /// Everything the bot sent so far, in the order the platform accepted it.
     fn sent(&self) -> Vec<SentMessage>;
+
+    /// Every file the bot uploaded so far, in order.
+    fn uploads(&self) -> Vec<Upload> {
+        Vec::new()
+    }
 
     /// Waits until the bot sent at least `count` messages, or `timeout` passes.
     async fn wait_for_sent(&self, count: usize, timeout: Duration) -> Vec<SentMessage>;

@@ -350,6 +350,7 @@ impl Agent {
             text: text.to_owned(),
             reply_to: scope.reply_to.clone(),
             idempotency_key: Some(format!("task:{task}:{slot}")),
+            files: Vec::new(),
         };
         let sent = self
             .parts

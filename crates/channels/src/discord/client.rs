@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use herald_core::{ChannelError, ChannelName, ConversationRef};
+use herald_core::{ChannelError, ChannelName, ConversationRef, OutboundFile};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serenity::all::ChannelId;
@@ -22,7 +22,7 @@ use super::payload::{CHANNEL, ChannelObject, Place};
 use super::ratelimit::{RouteLimits, observe, too_many_requests};
 use super::render;
 use crate::chunk::Limit;
-use crate::outbound::PlatformSender;
+use crate::outbound::{FileUploads, PlatformSender};
 
 /// The bot as `GET /users/@me` describes it.
 #[derive(Clone, Debug, Deserialize)]
@@ -80,12 +80,30 @@ impl DiscordApi {
 
     /// One request on the bucket `route` (method, path and channel).
     async fn call(&self, route: &str, request: Request<'_>) -> Result<Vec<u8>, ChannelError> {
+        self.call_as(route, request, None).await
+    }
+
+    /// [`DiscordApi::call`] with the body's `Content-Type` given (a
+    /// multipart form) instead of JSON.
+    async fn call_as(
+        &self,
+        route: &str,
+        request: Request<'_>,
+        content_type: Option<String>,
+    ) -> Result<Vec<u8>, ChannelError> {
         let mut bucket = self.limits.acquire(route).await;
-        let built = request
+        let mut built = request
             .build(&self.client, self.authorization.expose_secret(), Some(&self.api_base))
             .map_err(|err| err.to_string())
             .and_then(|builder| builder.build().map_err(|err| err.to_string()))
             .map_err(|err| ChannelError::Fatal(format!("{route}: could not build the request: {err}")))?;
+        if let Some(content_type) = content_type {
+            let value = serenity_reqwest::header::HeaderValue::from_str(&content_type)
+                .map_err(|err| ChannelError::Fatal(format!("{route}: {err}")))?;
+            built
+                .headers_mut()
+                .insert(serenity_reqwest::header::CONTENT_TYPE, value);
+        }
         let response = self
             .client
             .execute(built)
@@ -184,6 +202,42 @@ impl DiscordApi {
         Ok(Self::parse::<Created>(&route, &answer)?.id)
     }
 
+    /// Posts one message with files: a `multipart/form-data` body with the
+    /// message as `payload_json` (naming each file in `attachments`) and the
+    /// files as `files[n]`, as Discord's API takes uploads.
+    pub async fn create_message_with_files(
+        &self,
+        channel: u64,
+        body: &serde_json::Value,
+        files: &[OutboundFile],
+    ) -> Result<String, ChannelError> {
+        #[derive(Deserialize)]
+        struct Created {
+            id: String,
+        }
+        let route = format!("POST /channels/{channel}/messages");
+        let mut form =
+            crate::multipart::Form::new().text("payload_json", &render::with_attachments(body, files).to_string());
+        for (index, file) in files.iter().enumerate() {
+            form = form.file(
+                &format!("files[{index}]"),
+                &file.name,
+                &file.content_type,
+                &file.bytes.0,
+            );
+        }
+        let content_type = form.content_type();
+        let request = Request::new(
+            Route::ChannelMessages {
+                channel_id: channel_id(channel)?,
+            },
+            LightMethod::Post,
+        )
+        .body(Some(form.finish()));
+        let answer = self.call_as(&route, request, Some(content_type)).await?;
+        Ok(Self::parse::<Created>(&route, &answer)?.id)
+    }
+
     pub async fn typing(&self, channel: u64) -> Result<(), ChannelError> {
         let route = format!("POST /channels/{channel}/typing");
         let request = Request::new(
@@ -199,6 +253,8 @@ impl DiscordApi {
 /// Sends chunks for [`crate::outbound::Delivery`].
 pub struct DiscordSender {
     pub(super) api: Arc<DiscordApi>,
+    /// `channels.discord.max_upload_bytes`.
+    pub(super) max_upload_bytes: u64,
 }
 
 #[async_trait]
@@ -226,5 +282,33 @@ impl PlatformSender for DiscordSender {
 
     async fn typing(&self, conversation: &ConversationRef) -> Result<(), ChannelError> {
         self.api.typing(render::target_channel(conversation)?).await
+    }
+
+    /// Up to ten files in one message, with the reply's last chunk as its
+    /// content.
+    fn uploads(&self) -> Option<FileUploads> {
+        Some(FileUploads {
+            max_file_bytes: self.max_upload_bytes,
+            max_files_per_send: 10,
+            with_text: true,
+        })
+    }
+
+    async fn send_files(
+        &self,
+        conversation: &ConversationRef,
+        text: Option<&str>,
+        files: &[OutboundFile],
+        reply_to: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        let channel = render::target_channel(conversation)?;
+        self.api
+            .create_message_with_files(
+                channel,
+                &render::message_body(text.unwrap_or_default(), reply_to, key),
+                files,
+            )
+            .await
     }
 }

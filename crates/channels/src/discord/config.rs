@@ -28,6 +28,16 @@ pub struct DiscordConfig {
     /// whole bot under Discord's global 50 requests per second.
     #[serde(default = "default_rate_limits")]
     pub rate_limits: RateLimits,
+    /// The largest file Herald uploads, in bytes: 8 MiB, what every server
+    /// takes from a bot; servers with a Nitro boost take up to 25 or 100 MiB.
+    #[serde(default = "default_max_upload_bytes")]
+    pub max_upload_bytes: u64,
+}
+
+pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 8 * 1024 * 1024;
+
+fn default_max_upload_bytes() -> u64 {
+    DEFAULT_MAX_UPLOAD_BYTES
 }
 
 fn default_api_url() -> String {

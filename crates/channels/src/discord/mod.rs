@@ -41,7 +41,10 @@ use crate::outbound::Delivery;
 pub fn build(config: &DiscordConfig, limiter: Arc<dyn herald_core::SendLimiter>) -> Result<Built, ChannelError> {
     let api = Arc::new(DiscordApi::new(config)?);
     let delivery = Delivery::with_limiter(
-        Arc::new(DiscordSender { api: api.clone() }),
+        Arc::new(DiscordSender {
+            api: api.clone(),
+            max_upload_bytes: config.max_upload_bytes,
+        }),
         &config.rate_limits,
         limiter,
     );

@@ -34,6 +34,18 @@ pub fn message_body(text: &str, reply_to: Option<&str>, key: Option<&str>) -> Va
     body
 }
 
+/// The create-message body with `attachments` naming each uploaded file by
+/// its index in the form (`files[n]` is attachment `n`).
+pub fn with_attachments(body: &Value, files: &[herald_core::OutboundFile]) -> Value {
+    let mut body = body.clone();
+    body["attachments"] = files
+        .iter()
+        .enumerate()
+        .map(|(index, file)| json!({ "id": index, "filename": file.name }))
+        .collect();
+    body
+}
+
 /// Discord's nonce is at most 25 characters: the key's SHA-256, in hex, cut.
 pub fn nonce(key: &str) -> String {
     use sha2::Digest;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use herald_core::{ChannelError, ChannelName, ConversationRef, ConversationStore};
+use herald_core::{ChannelError, ChannelName, ConversationRef, ConversationStore, OutboundFile};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use secrecy::ExposeSecret;
@@ -21,7 +21,7 @@ use super::config::{ImapConfig, SmtpConfig, Tls};
 use super::payload::CHANNEL;
 use super::render::{self, Reply, Thread};
 use crate::chunk::Limit;
-use crate::outbound::PlatformSender;
+use crate::outbound::{FileUploads, PlatformSender};
 
 /// Where the channel keeps its cursor and thread map in the store's state.
 pub const STATE_SCOPE: &str = "email";
@@ -138,9 +138,17 @@ pub struct EmailSender {
     /// Where the answered mail's subject and references are looked up, and
     /// where each sent Message-ID is mapped to its thread.
     store: Option<Arc<dyn ConversationStore>>,
+    /// `channels.email.max_upload_bytes`.
+    max_upload_bytes: u64,
 }
 
 impl EmailSender {
+    /// Files larger than `bytes` are not attached.
+    pub fn with_max_upload_bytes(mut self, bytes: u64) -> Self {
+        self.max_upload_bytes = bytes;
+        self
+    }
+
     pub fn new(
         config: &SmtpConfig,
         from: &str,
@@ -161,6 +169,7 @@ impl EmailSender {
             transport: builder.build(),
             from: from.to_owned(),
             store,
+            max_upload_bytes: super::config::DEFAULT_MAX_UPLOAD_BYTES,
         })
     }
 
@@ -212,6 +221,39 @@ impl PlatformSender for EmailSender {
         reply_to: Option<&str>,
         _key: Option<&str>,
     ) -> Result<String, ChannelError> {
+        self.send_mail(conversation, text, &[], reply_to).await
+    }
+
+    /// Every file in the one reply mail, as attachments beside its text.
+    fn uploads(&self) -> Option<FileUploads> {
+        Some(FileUploads {
+            max_file_bytes: self.max_upload_bytes,
+            max_files_per_send: usize::MAX,
+            with_text: true,
+        })
+    }
+
+    async fn send_files(
+        &self,
+        conversation: &ConversationRef,
+        text: Option<&str>,
+        files: &[OutboundFile],
+        reply_to: Option<&str>,
+        _key: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        self.send_mail(conversation, text.unwrap_or_default(), files, reply_to)
+            .await
+    }
+}
+
+impl EmailSender {
+    async fn send_mail(
+        &self,
+        conversation: &ConversationRef,
+        text: &str,
+        files: &[OutboundFile],
+        reply_to: Option<&str>,
+    ) -> Result<String, ChannelError> {
         let thread = self.thread_of(conversation, reply_to).await;
         let message_id = render::new_message_id(&self.from);
         let mail = render::reply(&Reply {
@@ -220,6 +262,7 @@ impl PlatformSender for EmailSender {
             thread: &thread,
             text,
             message_id: &message_id,
+            files,
         })?;
         self.transport.send(mail).await.map_err(|err| {
             if err.is_permanent() {

@@ -27,6 +27,17 @@ pub struct EmailConfig {
     /// headers are read, and the sender is told it was too large.
     #[serde(default = "default_max_message_bytes")]
     pub max_message_bytes: u32,
+    /// The largest file Herald attaches to a reply, in bytes. Base64 makes
+    /// it a third larger in the mail, and Postfix takes 10 MB mails by
+    /// default: 5 MiB fits.
+    #[serde(default = "default_max_upload_bytes")]
+    pub max_upload_bytes: u64,
+}
+
+pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 5 * 1024 * 1024;
+
+fn default_max_upload_bytes() -> u64 {
+    DEFAULT_MAX_UPLOAD_BYTES
 }
 
 /// 5 MiB: a long text with a few photos; larger mail is mostly attachments,

@@ -42,7 +42,9 @@ pub fn build(
     if let Err((key, message)) = config.check() {
         return Err(ChannelError::Fatal(format!("{key}: {message}")));
     }
-    let sender = Arc::new(EmailSender::new(&config.smtp, &config.from, store.clone())?);
+    let sender = Arc::new(
+        EmailSender::new(&config.smtp, &config.from, store.clone())?.with_max_upload_bytes(config.max_upload_bytes),
+    );
     // Mail servers count messages, not bytes: one mail a second at most.
     let limits = RateLimits {
         per_chat: None,

@@ -9,7 +9,7 @@
 use herald_core::ChannelError;
 use lettre::Message;
 use lettre::message::header::{ContentType, Header, HeaderName, HeaderValue};
-use lettre::message::{Mailbox, MessageBuilder};
+use lettre::message::{Attachment, Mailbox, MessageBuilder, MultiPart, SinglePart};
 
 /// What the answered mail said about its thread.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -29,6 +29,8 @@ pub struct Reply<'a> {
     pub text: &'a str,
     /// Without angle brackets.
     pub message_id: &'a str,
+    /// Attached after the text (`multipart/mixed`) when there are any.
+    pub files: &'a [herald_core::OutboundFile],
 }
 
 /// `Auto-Submitted: auto-replied` (RFC 3834).
@@ -83,8 +85,7 @@ pub fn reply(reply: &Reply<'_>) -> Result<Message, ChannelError> {
         .to(mailbox(reply.to, "to")?)
         .subject(reply_subject(&reply.thread.subject))
         .message_id(Some(format!("<{}>", reply.message_id)))
-        .header(AutoSubmitted)
-        .header(ContentType::TEXT_PLAIN);
+        .header(AutoSubmitted);
     if let Some(answered) = &reply.thread.message_id {
         let mut references = reply.thread.references.clone();
         if references.last() != Some(answered) {
@@ -97,9 +98,18 @@ pub fn reply(reply: &Reply<'_>) -> Result<Message, ChannelError> {
             .join(" ");
         builder = builder.in_reply_to(format!("<{answered}>")).references(references);
     }
-    builder
-        .body(reply.text.to_owned())
-        .map_err(|e| ChannelError::Fatal(format!("could not build the reply: {e}")))
+    let built = if reply.files.is_empty() {
+        builder.header(ContentType::TEXT_PLAIN).body(reply.text.to_owned())
+    } else {
+        let mut parts = MultiPart::mixed().singlepart(SinglePart::plain(reply.text.to_owned()));
+        for file in reply.files {
+            let content_type = ContentType::parse(&file.content_type)
+                .unwrap_or_else(|_| ContentType::parse("application/octet-stream").expect("a valid type"));
+            parts = parts.singlepart(Attachment::new(file.name.clone()).body(file.bytes.0.to_vec(), content_type));
+        }
+        builder.multipart(parts)
+    };
+    built.map_err(|e| ChannelError::Fatal(format!("could not build the reply: {e}")))
 }
 
 #[cfg(test)]
@@ -141,6 +151,7 @@ mod tests {
             thread: &thread,
             text: "Thai it is.",
             message_id: &id,
+            files: &[],
         })
         .unwrap()
         .formatted();
@@ -171,5 +182,30 @@ mod tests {
         assert!(
             matches!(classify(&mail, reading("other@example.com"), "x"), Classified::Ignored(r) if r.contains("Auto-Submitted"))
         );
+    }
+
+    #[test]
+    fn files_are_attached_after_the_text() {
+        let file = herald_core::OutboundFile {
+            name: "report.csv".into(),
+            content_type: "text/csv".into(),
+            bytes: herald_core::InlineBytes(b"a,b\n1,2\n".as_slice().into()),
+        };
+        let mail = reply(&Reply {
+            from: "herald@example.com",
+            to: "alice@example.com",
+            thread: &Thread::default(),
+            text: "Here it is.",
+            message_id: "x@example.com",
+            files: std::slice::from_ref(&file),
+        })
+        .unwrap()
+        .formatted();
+        let parsed = mail_parser::MessageParser::default().parse(&mail).unwrap();
+        assert_eq!(parsed.body_text(0).unwrap().trim(), "Here it is.");
+        use mail_parser::MimeHeaders;
+        let attachment = parsed.attachment(0).expect("an attachment");
+        assert_eq!(attachment.attachment_name(), Some("report.csv"));
+        assert_eq!(attachment.contents(), b"a,b\n1,2\n");
     }
 }

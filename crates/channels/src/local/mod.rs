@@ -129,6 +129,7 @@ mod tests {
             text: "hi\nthere\n".into(),
             reply_to: None,
             idempotency_key: None,
+            files: Vec::new(),
         };
         assert_eq!(render(ReplyFormat::Plain, &message), "hi\nthere\n");
         assert_eq!(
@@ -147,6 +148,7 @@ mod tests {
                 text: text.into(),
                 reply_to: None,
                 idempotency_key: None,
+                files: Vec::new(),
             };
             outbound.send(&message).await.unwrap();
         }

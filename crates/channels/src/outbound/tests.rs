@@ -100,6 +100,7 @@ async fn chunks_go_in_order_and_a_429_is_waited_out() {
         text: "aaaa bbbb cccc dddd".into(),
         reply_to: Some("42".into()),
         idempotency_key: None,
+        files: Vec::new(),
     };
     let sent = delivery.send(&message).await.unwrap();
     assert_eq!(sent.platform_message_ids, ["1", "2"]);
@@ -124,6 +125,7 @@ async fn a_platform_that_keeps_refusing_is_reported_not_dropped() {
         text: "hi".into(),
         reply_to: None,
         idempotency_key: None,
+        files: Vec::new(),
     };
     assert!(matches!(
         delivery.send(&message).await,
@@ -254,6 +256,7 @@ fn reply(conversation: ConversationRef, n: usize) -> OutboundMessage {
         text: format!("reply {n}"),
         reply_to: None,
         idempotency_key: None,
+        files: Vec::new(),
     }
 }
 
@@ -333,4 +336,114 @@ async fn slow_requests_never_make_the_platform_count_one_too_many() {
     }
     assert_eq!(*platform.refused.lock().unwrap(), 0, "no send was refused");
     assert_eq!(platform.arrivals.lock().unwrap().len(), 20);
+}
+
+/// A platform that takes two files a request, with the last chunk of text.
+#[derive(Default)]
+struct Uploader {
+    requests: Mutex<Vec<(Option<String>, Vec<String>)>>,
+}
+
+#[async_trait]
+impl PlatformSender for Uploader {
+    fn channel(&self) -> ChannelName {
+        ChannelName::new("uploader")
+    }
+    fn limit(&self) -> Limit {
+        Limit {
+            max: 10,
+            unit: LengthUnit::Chars,
+        }
+    }
+    async fn send_chunk(
+        &self,
+        _: &ConversationRef,
+        text: &str,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        let mut requests = self.requests.lock().unwrap();
+        requests.push((Some(text.to_owned()), Vec::new()));
+        Ok(requests.len().to_string())
+    }
+    fn uploads(&self) -> Option<FileUploads> {
+        Some(FileUploads {
+            max_file_bytes: 4,
+            max_files_per_send: 2,
+            with_text: true,
+        })
+    }
+    async fn send_files(
+        &self,
+        _: &ConversationRef,
+        text: Option<&str>,
+        files: &[OutboundFile],
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        let mut requests = self.requests.lock().unwrap();
+        requests.push((
+            text.map(str::to_owned),
+            files.iter().map(|file| file.name.clone()).collect(),
+        ));
+        Ok(requests.len().to_string())
+    }
+}
+
+fn file(name: &str, bytes: &[u8]) -> OutboundFile {
+    OutboundFile {
+        name: name.into(),
+        content_type: "text/plain".into(),
+        bytes: herald_core::InlineBytes(bytes.into()),
+    }
+}
+
+fn with_files(files: Vec<OutboundFile>) -> OutboundMessage {
+    OutboundMessage {
+        conversation: conversation(),
+        text: "aaaa bbbb cccc dddd".into(),
+        reply_to: None,
+        idempotency_key: None,
+        files,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn files_follow_the_text_in_groups_the_platform_takes_with_its_last_chunk() {
+    let sender = Arc::new(Uploader::default());
+    let delivery = Delivery::new(sender.clone(), &RateLimits::default());
+    let files = vec![file("a", b"1"), file("b", b"22"), file("c", b"333")];
+    let sent = delivery.send(&with_files(files)).await.unwrap();
+    assert_eq!(sent.platform_message_ids, ["1", "2", "3"]);
+    let requests = sender.requests.lock().unwrap().clone();
+    let expected: Vec<(Option<String>, Vec<String>)> = vec![
+        (Some("aaaa bbbb".into()), vec![]),
+        (Some("cccc dddd".into()), vec!["a".into(), "b".into()]),
+        (None, vec!["c".into()]),
+    ];
+    assert_eq!(requests, expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn files_a_platform_cannot_take_are_refused_before_anything_is_sent() {
+    let uploader = Arc::new(Uploader::default());
+    let delivery = Delivery::new(uploader.clone(), &RateLimits::default());
+    let refused = delivery.send(&with_files(vec![file("big", b"12345")])).await;
+    assert!(
+        matches!(&refused, Err(ChannelError::Fatal(why)) if why.contains("big is 5 bytes, over what uploader takes (4 bytes)")),
+        "{refused:?}"
+    );
+    assert!(uploader.requests.lock().unwrap().is_empty());
+
+    let flaky = Arc::new(Flaky {
+        limited: Mutex::new(0),
+        sent: Mutex::new(Vec::new()),
+    });
+    let delivery = Delivery::new(flaky.clone(), &RateLimits::default());
+    let refused = delivery.send(&with_files(vec![file("a", b"1")])).await;
+    assert!(
+        matches!(&refused, Err(ChannelError::Fatal(why)) if why == "flaky cannot send files yet; nothing was sent"),
+        "{refused:?}"
+    );
+    assert!(flaky.sent.lock().unwrap().is_empty());
 }

@@ -1,27 +1,31 @@
 //! Every call Herald makes to Slack's Web API (`auth.test`,
-//! `apps.connections.open`, `chat.postMessage`, `users.info`), and the
-//! outbound sender.
+//! `apps.connections.open`, `chat.postMessage`, `users.info`, and the
+//! external upload: `files.getUploadURLExternal`, the bytes to its URL,
+//! `files.completeUploadExternal`), and the outbound sender.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use herald_core::{ChannelError, ChannelName, ConversationRef};
+use herald_core::{ChannelError, ChannelName, ConversationRef, OutboundFile};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use secrecy::{ExposeSecret, SecretString};
-use slack_morphism::api::{SlackApiAppsConnectionOpenRequest, SlackApiUsersInfoRequest};
+use slack_morphism::api::{
+    SlackApiAppsConnectionOpenRequest, SlackApiFilesComplete, SlackApiFilesCompleteUploadExternalRequest,
+    SlackApiFilesGetUploadUrlExternalRequest, SlackApiUsersInfoRequest,
+};
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::hyper_tokio::SlackClientHyperConnector;
-use slack_morphism::{SlackApiToken, SlackApiTokenValue, SlackClient, SlackUserId};
+use slack_morphism::{SlackApiToken, SlackApiTokenValue, SlackChannelId, SlackClient, SlackTs, SlackUserId};
 use tracing::{debug, warn};
 
 use super::config::SlackConfig;
 use super::payload::{self, BotIdentity};
 use super::{CHANNEL, render};
 use crate::chunk::Limit;
-use crate::outbound::PlatformSender;
+use crate::outbound::{FileUploads, PlatformSender};
 
 pub(super) type Connector = SlackClientHyperConnector<HttpsConnector<HttpConnector>>;
 pub(super) type Client = SlackClient<Connector>;
@@ -162,16 +166,52 @@ impl SlackApi {
     }
 }
 
-/// One chunk, one `chat.postMessage`.
+/// One chunk, one `chat.postMessage`; files by Slack's external upload.
 pub struct SlackSender {
     api: Arc<SlackApi>,
+    /// Posts file bytes to the upload URLs Slack hands out; they take no
+    /// token, and none is sent.
+    uploads: reqwest::Client,
 }
 
 impl SlackSender {
     pub fn new(api: Arc<SlackApi>) -> Self {
-        Self { api }
+        let uploads = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(120))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Self { api, uploads }
+    }
+
+    /// Step 2 of an upload: the bytes to the URL `files.getUploadURLExternal` gave.
+    async fn upload_bytes(&self, url: &url::Url, file: &OutboundFile) -> Result<(), ChannelError> {
+        let response = self
+            .uploads
+            .post(url.as_str())
+            .header(reqwest::header::CONTENT_TYPE, file.content_type.as_str())
+            .body(file.bytes.0.to_vec())
+            .send()
+            .await
+            .map_err(|err| {
+                ChannelError::Transient(format!("uploading {} to slack: {}", file.name, err.without_url()))
+            })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let problem = format!("slack's upload URL answered HTTP {} for {}", status.as_u16(), file.name);
+        Err(if status.is_server_error() || status.as_u16() == 429 {
+            ChannelError::Transient(problem)
+        } else {
+            ChannelError::Fatal(problem)
+        })
     }
 }
+
+/// The largest file Slack takes (1 GB).
+pub const MAX_UPLOAD_BYTES: u64 = 1024 * 1024 * 1024;
 
 #[async_trait]
 impl PlatformSender for SlackSender {
@@ -201,6 +241,49 @@ impl PlatformSender for SlackSender {
             .await
             .map_err(classify)?;
         Ok(payload::message_id(&answer.channel.0, &answer.ts.0))
+    }
+
+    /// The text goes first with `chat.postMessage`; the files follow, shared
+    /// in the conversation's thread by one `files.completeUploadExternal`.
+    fn uploads(&self) -> Option<FileUploads> {
+        Some(FileUploads {
+            max_file_bytes: MAX_UPLOAD_BYTES,
+            max_files_per_send: 10,
+            with_text: false,
+        })
+    }
+
+    async fn send_files(
+        &self,
+        conversation: &ConversationRef,
+        text: Option<&str>,
+        files: &[OutboundFile],
+        _reply_to: Option<&str>,
+        _key: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        let session = self.api.client.open_session(&self.api.bot_token);
+        let mut shared = Vec::with_capacity(files.len());
+        for file in files {
+            let announced = session
+                .get_upload_url_external(&SlackApiFilesGetUploadUrlExternalRequest::new(
+                    file.name.clone(),
+                    file.bytes.0.len(),
+                ))
+                .await
+                .map_err(classify)?;
+            self.upload_bytes(&announced.upload_url.0, file).await?;
+            shared.push(SlackApiFilesComplete::new(announced.file_id).with_title(file.name.clone()));
+        }
+        let first = shared.first().map(|file| file.id.0.clone()).unwrap_or_default();
+        let request = SlackApiFilesCompleteUploadExternalRequest::new(shared)
+            .with_channel_id(SlackChannelId::new(conversation.chat.clone()))
+            .opt_thread_ts(conversation.thread.clone().map(SlackTs::new))
+            .opt_initial_comment(text.map(render::escape));
+        session
+            .files_complete_upload_external(&request)
+            .await
+            .map_err(classify)?;
+        Ok(format!("{}:file:{first}", conversation.chat))
     }
 }
 

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use herald_core::{ChannelError, ChannelName, ConversationRef};
+use herald_core::{ChannelError, ChannelName, ConversationRef, OutboundFile};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -25,7 +25,10 @@ use super::config::TelegramConfig;
 use super::payload::{BotIdentity, CHANNEL};
 use super::render;
 use crate::chunk::Limit;
-use crate::outbound::PlatformSender;
+use crate::outbound::{FileUploads, PlatformSender};
+
+/// The largest file a bot may send through the Bot API (50 MB).
+pub const MAX_UPLOAD_BYTES: u64 = 50 * 1024 * 1024;
 
 /// A Bot API client for one bot.
 pub struct TelegramApi {
@@ -225,6 +228,42 @@ impl TelegramApi {
         self.call(&payload).await
     }
 
+    /// `sendDocument` with the file uploaded as `document` in a
+    /// `multipart/form-data` body, as the Bot API takes new files.
+    async fn send_document(&self, fields: Vec<(String, String)>, file: &OutboundFile) -> Result<Message, ChannelError> {
+        let method = "sendDocument";
+        let mut form = crate::multipart::Form::new();
+        for (name, value) in &fields {
+            form = form.text(name, value);
+        }
+        let form = form.file("document", &file.name, &file.content_type, &file.bytes.0);
+        let content_type = form.content_type();
+        let response = self
+            .client
+            .post(format!("{}{method}", self.base))
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .body(form.finish())
+            .send()
+            .await
+            .map_err(|err| ChannelError::Transient(self.redact(&format!("{method}: {err}"))))?;
+        let status = response.status().as_u16();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|err| ChannelError::Transient(self.redact(&format!("{method}: {err}"))))?;
+        let Ok(envelope) = serde_json::from_slice::<Envelope<Message>>(&body) else {
+            return Err(ChannelError::Transient(format!(
+                "{method}: HTTP {status}: the Bot API answered something that is not its JSON"
+            )));
+        };
+        if envelope.ok
+            && let Some(result) = envelope.result
+        {
+            return Ok(result);
+        }
+        Err(self.classify(method, status, envelope))
+    }
+
     async fn send_chat_action(&self, payload: teloxide::payloads::SendChatAction) -> Result<(), ChannelError> {
         let _: True = self.call(&payload).await?;
         Ok(())
@@ -280,6 +319,32 @@ impl PlatformSender for TelegramSender {
 
     async fn typing(&self, conversation: &ConversationRef) -> Result<(), ChannelError> {
         self.api.send_chat_action(render::typing(conversation)?).await
+    }
+
+    /// One `sendDocument` per file, after the text: a caption holds only
+    /// 1024 characters and one document.
+    fn uploads(&self) -> Option<FileUploads> {
+        Some(FileUploads {
+            max_file_bytes: MAX_UPLOAD_BYTES,
+            max_files_per_send: 1,
+            with_text: false,
+        })
+    }
+
+    async fn send_files(
+        &self,
+        conversation: &ConversationRef,
+        text: Option<&str>,
+        files: &[OutboundFile],
+        reply_to: Option<&str>,
+        _key: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        let [file] = files else {
+            return Err(ChannelError::Fatal("Telegram sends one document per request".into()));
+        };
+        let fields = render::document_fields(conversation, text, reply_to)?;
+        let sent = self.api.send_document(fields, file).await?;
+        Ok(format!("{}:{}", sent.chat.id.0, sent.id.0))
     }
 }
 

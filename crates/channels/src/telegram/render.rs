@@ -51,6 +51,30 @@ pub fn send_message(
     Ok(payload)
 }
 
+/// The form fields of `sendDocument` beside the file: the chat, topic and
+/// reply as `sendMessage` has them (objects as JSON text), and the caption.
+pub fn document_fields(
+    conversation: &ConversationRef,
+    caption: Option<&str>,
+    reply_to: Option<&str>,
+) -> Result<Vec<(String, String)>, ChannelError> {
+    let payload = send_message(conversation, caption.unwrap_or_default(), reply_to)?;
+    let serde_json::Value::Object(fields) = serde_json::to_value(&payload)
+        .map_err(|err| ChannelError::Fatal(format!("cannot write sendDocument: {err}")))?
+    else {
+        return Err(ChannelError::Fatal("cannot write sendDocument".into()));
+    };
+    Ok(fields
+        .into_iter()
+        .filter_map(|(name, value)| match (name.as_str(), value) {
+            ("text", serde_json::Value::String(text)) => (!text.is_empty()).then(|| ("caption".to_owned(), text)),
+            (_, serde_json::Value::Null) => None,
+            (_, serde_json::Value::String(text)) => Some((name, text)),
+            (_, value) => Some((name, value.to_string())),
+        })
+        .collect())
+}
+
 /// `sendChatAction` "typing" in the conversation's chat and topic.
 pub fn typing(conversation: &ConversationRef) -> Result<SendChatAction, ChannelError> {
     let mut payload = SendChatAction::new(chat_id(conversation)?, ChatAction::Typing);
@@ -73,6 +97,24 @@ mod tests {
             chat: chat.into(),
             thread: thread.map(str::to_owned),
         }
+    }
+
+    #[test]
+    fn a_document_goes_to_the_chat_and_topic_as_form_fields() {
+        let fields = document_fields(
+            &conversation("-100200", Some("7")),
+            Some("the report"),
+            Some("-100200:42"),
+        )
+        .unwrap();
+        let fields: std::collections::BTreeMap<_, _> = fields.into_iter().collect();
+        assert_eq!(fields["chat_id"], "-100200");
+        assert_eq!(fields["message_thread_id"], "7");
+        assert_eq!(fields["caption"], "the report");
+        let reply: serde_json::Value = serde_json::from_str(&fields["reply_parameters"]).unwrap();
+        assert_eq!(reply["message_id"], 42);
+        let bare = document_fields(&conversation("5", None), None, None).unwrap();
+        assert_eq!(bare, [("chat_id".to_owned(), "5".to_owned())]);
     }
 
     #[test]

@@ -102,8 +102,9 @@ pub struct Services {
     pub caps: CapLimits,
     /// The configured MCP servers, when there are any.
     pub mcp: Option<Arc<dyn McpServers>>,
-    /// Where the files of messages are kept, for scripts to read; without
-    /// it scripts get none.
+    /// Where files are kept: the files of messages, for scripts to read,
+    /// and scripts' output files, for `send_message`. Without it scripts
+    /// get no files and their output files are not kept.
     pub files: Option<Arc<dyn FileStore>>,
 }
 

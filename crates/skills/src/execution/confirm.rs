@@ -173,6 +173,7 @@ pub(crate) async fn ask(
             text: question(&shown, &pending.code, &valid_for),
             reply_to: scope.reply_to.clone(),
             idempotency_key: None,
+            files: Vec::new(),
         };
         if let Err(err) = services.outbound.send_in_turn(scope, &question).await {
             tracing::warn!(error = %err, skill = %name, "confirmation question not sent");

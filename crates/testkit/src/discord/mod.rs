@@ -18,6 +18,7 @@
 mod buckets;
 mod gateway;
 mod rest;
+pub mod uploads;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -99,6 +100,8 @@ struct State {
     sent_stamps: Vec<Stamped>,
     sent: Vec<SentMessage>,
     sent_ids: Vec<String>,
+    /// Files the bot uploaded with its messages.
+    uploads: Vec<crate::platform::Upload>,
     /// Messages created with `enforce_nonce`, by nonce, with when.
     nonces: HashMap<String, (MessageRecord, std::time::Instant)>,
     /// Faults for the next create-message requests.
@@ -310,6 +313,7 @@ impl FakeDiscord {
             sent_stamps: Vec::new(),
             sent: Vec::new(),
             sent_ids: Vec::new(),
+            uploads: Vec::new(),
             nonces: HashMap::new(),
             faults: Default::default(),
             typing: Vec::new(),
@@ -695,6 +699,10 @@ impl FakePlatform for FakeDiscord {
 
     fn sent(&self) -> Vec<SentMessage> {
         self.shared.lock().sent.clone()
+    }
+
+    fn uploads(&self) -> Vec<crate::platform::Upload> {
+        self.shared.lock().uploads.clone()
     }
 
     async fn wait_for_sent(&self, count: usize, timeout: Duration) -> Vec<SentMessage> {

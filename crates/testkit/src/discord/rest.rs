@@ -19,7 +19,7 @@ use super::buckets::{RateHeaders, Verdict};
 use super::wire::{self, MessageRecord};
 use super::{Shared, State as FakeState};
 use crate::faults::Fault;
-use crate::platform::{SentMessage, Stamped};
+use crate::platform::{SentMessage, Stamped, Upload};
 
 const MAX_CONTENT: usize = 2000;
 
@@ -34,6 +34,7 @@ pub(super) fn serve(listener: TcpListener, shared: Arc<Shared>) -> oneshot::Send
         .route("/api/v10/channels/{channel_id}/typing", post(trigger_typing))
         .route("/attachments/{channel_id}/{attachment_id}/{name}", get(cdn_file))
         .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(super::uploads::BODY_LIMIT))
         .with_state(shared);
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {
@@ -290,11 +291,12 @@ async fn create_message(
     State(shared): State<Arc<Shared>>,
     Path(channel_id): Path<String>,
     headers: HeaderMap,
-    raw: Bytes,
+    request: axum::extract::Request,
 ) -> Response {
     let arrived = std::time::Instant::now();
     let path = format!("/api/v10/channels/{channel_id}/messages");
     let method = Method::POST;
+    let read = super::uploads::read(request).await;
     let mut state = shared.lock();
     let rate = match admit(&mut state, &headers, &method, &path, Route::Messages, &channel_id) {
         Admission::Proceed(rate) => rate,
@@ -308,13 +310,16 @@ async fn create_message(
         let body = wire::error(10003, "Unknown Channel");
         return answer(&mut state, &method, &path, &rate, StatusCode::NOT_FOUND, &body);
     };
-    let Ok(body) = serde_json::from_slice::<Value>(&raw) else {
-        let body = wire::error(50109, "The request body contains invalid JSON.");
-        return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &body);
+    let (body, files) = match read {
+        Ok(read) => read,
+        Err((status, body)) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            return answer(&mut state, &method, &path, &rate, status, &body);
+        }
     };
     let content = body["content"].as_str().unwrap_or_default().to_owned();
     let has_embeds = body["embeds"].as_array().is_some_and(|e| !e.is_empty());
-    if content.is_empty() && !has_embeds {
+    if content.is_empty() && !has_embeds && files.is_empty() {
         state.buckets.record_violation(format!("{path}: an empty message"));
         let body = wire::error(50006, "Cannot send an empty message");
         return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &body);
@@ -354,8 +359,20 @@ async fn create_message(
             return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &refusal);
         }
     };
+    let id = state.snowflake();
+    let attachments = files
+        .iter()
+        .map(|file| {
+            let attachment_id = state.snowflake();
+            let url = format!(
+                "https://cdn.discordapp.com/attachments/{channel_id}/{attachment_id}/{}",
+                file.name
+            );
+            super::uploads::attachment_object(&attachment_id, &url, file)
+        })
+        .collect();
     let record = MessageRecord {
-        id: state.snowflake(),
+        id,
         channel_id: channel_id.clone(),
         guild_id: channel.guild_id.clone(),
         author: state.bot.clone(),
@@ -363,7 +380,7 @@ async fn create_message(
         mentions: Vec::new(),
         reference: reference.clone(),
         timestamp: super::now_iso8601(),
-        attachments: Vec::new(),
+        attachments,
     };
     let referenced = reference.as_ref().and_then(|id| state.message(id)).cloned();
     let reply = wire::message(&record, referenced.as_ref());
@@ -377,12 +394,24 @@ async fn create_message(
         chat: chat.clone(),
         text: content.clone(),
     });
-    state.sent.push(SentMessage {
-        chat,
-        thread,
-        text: content,
-        reply_to: reference,
-    });
+    for file in files {
+        state.uploads.push(Upload {
+            chat: chat.clone(),
+            thread: thread.clone(),
+            name: file.name,
+            content_type: file.content_type,
+            bytes: file.bytes,
+            text: (!content.is_empty()).then(|| content.clone()),
+        });
+    }
+    if !content.is_empty() {
+        state.sent.push(SentMessage {
+            chat,
+            thread,
+            text: content,
+            reply_to: reference,
+        });
+    }
     state.sent_ids.push(record.id.clone());
     if let Some(nonce) = enforced {
         state.nonces.insert(nonce, (record.clone(), std::time::Instant::now()));

@@ -18,6 +18,7 @@ pub mod files;
 mod push;
 mod socket;
 mod state;
+pub mod uploads;
 mod web;
 pub mod wire;
 
@@ -208,7 +209,9 @@ impl FakeSlack {
             push,
         });
         let (stop, stopped) = watch::channel(false);
-        let router = web::router(shared.clone()).merge(files::router(shared.clone()));
+        let router = web::router(shared.clone())
+            .merge(files::router(shared.clone()))
+            .merge(uploads::router(shared.clone()));
         let mut http_stopped = stopped.clone();
         tokio::spawn(async move {
             let shutdown = async move {
@@ -524,6 +527,10 @@ impl FakePlatform for FakeSlack {
 
     fn sent(&self) -> Vec<SentMessage> {
         self.shared.lock().sent.clone()
+    }
+
+    fn uploads(&self) -> Vec<crate::platform::Upload> {
+        self.shared.lock().uploads.clone()
     }
 
     async fn wait_for_sent(&self, count: usize, timeout: Duration) -> Vec<SentMessage> {

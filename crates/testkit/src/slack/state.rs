@@ -88,6 +88,10 @@ pub struct State {
     pub files: BTreeMap<String, Vec<u8>>,
     /// Each `url_private` fetch: the file id and whether it carried the bot token.
     pub file_downloads: Vec<(String, bool)>,
+    /// Files announced by `files.getUploadURLExternal`, by file id.
+    pub pending_uploads: std::collections::HashMap<String, super::uploads::PendingUpload>,
+    /// Files the bot shared with `files.completeUploadExternal`.
+    pub uploads: Vec<crate::platform::Upload>,
     /// Accepted `chat.postMessage`s, stamped when their request arrived.
     pub sent_stamps: Vec<Stamped>,
     /// Web API calls answered with a fault instead (by method name).
@@ -146,6 +150,8 @@ impl State {
             delivered_stamps: Vec::new(),
             files: BTreeMap::new(),
             file_downloads: Vec::new(),
+            pending_uploads: Default::default(),
+            uploads: Vec::new(),
             sent_stamps: Vec::new(),
             faults: Default::default(),
         }

@@ -41,12 +41,12 @@ fn json_response(status: StatusCode, body: Value) -> Response {
         .into_response()
 }
 
-fn ok(mut body: Value) -> Response {
+pub(super) fn ok(mut body: Value) -> Response {
     body["ok"] = Value::Bool(true);
     json_response(StatusCode::OK, body)
 }
 
-fn refuse(error: &str) -> Response {
+pub(super) fn refuse(error: &str) -> Response {
     json_response(StatusCode::OK, json!({"ok": false, "error": error}))
 }
 
@@ -157,6 +157,8 @@ async fn api(
             ok(json!({"url": format!("ws://{}/link/?ticket={ticket}&app_id={APP_ID}", shared.socket_addr)}))
         }
         ("chat.postMessage", TokenKind::Bot) => post_message(&shared, &arguments, arrived),
+        ("files.getUploadURLExternal", TokenKind::Bot) => super::uploads::get_upload_url(&shared, &headers, &arguments),
+        ("files.completeUploadExternal", TokenKind::Bot) => super::uploads::complete(&shared, &arguments),
         ("users.info", TokenKind::Bot) => {
             let state = shared.lock();
             match text_argument(&arguments, "user").and_then(|id| state.users.get(id)) {
@@ -164,9 +166,15 @@ async fn api(
                 None => refuse("user_not_found"),
             }
         }
-        ("auth.test" | "apps.connections.open" | "chat.postMessage" | "users.info", _) => {
-            refuse("not_allowed_token_type")
-        }
+        (
+            "auth.test"
+            | "apps.connections.open"
+            | "chat.postMessage"
+            | "users.info"
+            | "files.getUploadURLExternal"
+            | "files.completeUploadExternal",
+            _,
+        ) => refuse("not_allowed_token_type"),
         _ => refuse("unknown_method"),
     }
 }

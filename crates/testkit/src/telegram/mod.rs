@@ -20,6 +20,7 @@
 pub mod files;
 mod server;
 mod state;
+pub mod uploads;
 mod webhook;
 pub mod wire;
 
@@ -40,7 +41,7 @@ pub use state::{ChatAction, Webhook, WebhookAttempt};
 use state::{State, unix_now};
 use wire::{ChatInfo, ChatKind, MessageFields, UserInfo};
 
-use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage, Stamped};
+use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage, Stamped, Upload};
 
 pub const BOT_ID: i64 = 7_100_200_300;
 pub const BOT_USERNAME: &str = "herald_test_bot";
@@ -162,7 +163,13 @@ impl FakeTelegram {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake telegram");
         let addr = listener.local_addr().expect("local addr");
         let (stop, stopped) = watch::channel(false);
-        let app = axum::Router::new().fallback(server::handle).with_state(shared.clone());
+        let app = axum::Router::new()
+            .fallback(server::handle)
+            // Uploads may be as large as the Bot API takes, with the form around them.
+            .layer(axum::extract::DefaultBodyLimit::max(
+                uploads::MAX_UPLOAD_BYTES + 1024 * 1024,
+            ))
+            .with_state(shared.clone());
         let mut serve_stop = stopped.clone();
         tokio::spawn(async move {
             let _ = axum::serve(crate::no_delay(listener), app)
@@ -581,6 +588,10 @@ impl FakePlatform for FakeTelegram {
 
     fn sent(&self) -> Vec<SentMessage> {
         self.shared.lock().sent.clone()
+    }
+
+    fn uploads(&self) -> Vec<Upload> {
+        self.shared.lock().uploads.clone()
     }
 
     async fn wait_for_sent(&self, count: usize, timeout: Duration) -> Vec<SentMessage> {

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use super::state::{boolean, integer};
+use super::uploads::FormFile;
 use super::wire;
 use crate::platform::Stamped;
 
@@ -49,8 +50,8 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
     if token != shared.token {
         return refuse(401, "Unauthorized");
     }
-    let params = match read_params(request).await {
-        Ok(params) => params,
+    let (params, files) = match read_params(request).await {
+        Ok(read) => read,
         Err(description) => return refuse(400, &description),
     };
     let fault = {
@@ -104,6 +105,13 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
                 Err((status, body)) => answer(status, body),
             }
         }
+        "senddocument" => {
+            let result = shared.lock().send_document(&params, &files, Instant::now());
+            match result {
+                Ok(message) => answer(200, wire::ok(message)),
+                Err((status, body)) => answer(status, body),
+            }
+        }
         "getfile" => match super::files::get_file(&shared, &params) {
             Ok(file) => answer(200, wire::ok(file)),
             Err((status, body)) => answer(status, body),
@@ -116,9 +124,11 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
     }
 }
 
-/// The request's parameters, wherever the client put them.
-async fn read_params(request: Request) -> Result<Map<String, Value>, String> {
+/// The request's parameters, wherever the client put them, and the files
+/// of a multipart body.
+async fn read_params(request: Request) -> Result<(Map<String, Value>, Vec<FormFile>), String> {
     let mut params = Map::new();
+    let mut files = Vec::new();
     if let Some(query) = request.uri().query() {
         let pairs: Vec<(String, String)> =
             serde_urlencoded::from_str(query).map_err(|_| "can't parse query string".to_owned())?;
@@ -144,19 +154,33 @@ async fn read_params(request: Request) -> Result<Map<String, Value>, String> {
             let Some(name) = field.name().map(str::to_owned) else {
                 continue;
             };
+            if let Some(file_name) = field.file_name().map(str::to_owned) {
+                let content_type = field.content_type().map(str::to_owned);
+                let bytes = field
+                    .bytes()
+                    .await
+                    .map_err(|_| "can't parse multipart body".to_owned())?;
+                files.push(FormFile {
+                    field: name,
+                    file_name: Some(file_name),
+                    content_type,
+                    bytes: bytes.to_vec(),
+                });
+                continue;
+            }
             let text = field
                 .text()
                 .await
                 .map_err(|_| "can't parse multipart body".to_owned())?;
             params.insert(name, Value::String(text));
         }
-        return Ok(params);
+        return Ok((params, files));
     }
     let body = to_bytes(Body::new(request.into_body()), BODY_LIMIT)
         .await
         .map_err(|_| "request body too large".to_owned())?;
     if body.is_empty() {
-        return Ok(params);
+        return Ok((params, files));
     }
     if content_type.starts_with("application/json") {
         match serde_json::from_slice::<Value>(&body) {
@@ -170,7 +194,7 @@ async fn read_params(request: Request) -> Result<Map<String, Value>, String> {
             params.insert(key, Value::String(value));
         }
     }
-    Ok(params)
+    Ok((params, files))
 }
 
 /// `allowed_updates` as a list of names: a JSON array or JSON text.

@@ -54,7 +54,7 @@ struct Throttle {
 /// A request the fake refuses: HTTP status and the error envelope.
 pub type Refusal = (u16, Value);
 
-fn bad_request(description: &str) -> Refusal {
+pub(super) fn bad_request(description: &str) -> Refusal {
     (400, wire::error(400, &format!("Bad Request: {description}")))
 }
 
@@ -103,6 +103,8 @@ pub struct State {
     pub sent_stamps: Vec<Stamped>,
     /// Faults for the next calls of a method (lower-cased name).
     pub faults: crate::faults::Faults,
+    /// Files the bot sent (`sendDocument`), in order.
+    pub uploads: Vec<crate::platform::Upload>,
 }
 
 /// Update types delivered when `allowed_updates` was never given or was empty.
@@ -146,6 +148,7 @@ impl State {
             delivered_stamps: Vec::new(),
             sent_stamps: Vec::new(),
             faults: Default::default(),
+            uploads: Vec::new(),
         }
     }
 
@@ -263,7 +266,7 @@ impl State {
         });
     }
 
-    fn chat(&self, params: &Map<String, Value>) -> Result<ChatInfo, Refusal> {
+    pub(super) fn chat(&self, params: &Map<String, Value>) -> Result<ChatInfo, Refusal> {
         let Some(chat_id) = params.get("chat_id").filter(|v| !v.is_null()) else {
             return Err(bad_request("chat_id is empty"));
         };
@@ -274,7 +277,7 @@ impl State {
             .ok_or_else(|| bad_request("chat not found"))
     }
 
-    fn thread(&self, chat: &ChatInfo, params: &Map<String, Value>) -> Result<Option<i32>, Refusal> {
+    pub(super) fn thread(&self, chat: &ChatInfo, params: &Map<String, Value>) -> Result<Option<i32>, Refusal> {
         let Some(value) = params.get("message_thread_id").filter(|v| !v.is_null()) else {
             return Ok(None);
         };
@@ -290,7 +293,7 @@ impl State {
 
     /// The message to reply to, from `reply_parameters` or the older
     /// `reply_to_message_id`; `None` when the reply may be dropped.
-    fn reply_target(&self, chat: &ChatInfo, params: &Map<String, Value>) -> Result<Option<Value>, Refusal> {
+    pub(super) fn reply_target(&self, chat: &ChatInfo, params: &Map<String, Value>) -> Result<Option<Value>, Refusal> {
         let (message_id, allow_without) = match params.get("reply_parameters").filter(|v| !v.is_null()) {
             Some(reply) => {
                 let reply = structured(reply).ok_or_else(|| bad_request("can't parse reply parameters JSON object"))?;
@@ -328,7 +331,7 @@ impl State {
     }
 
     /// Applies the send rules; a refused send gets a 429 to wait out.
-    fn admit_send(&mut self, chat: &ChatInfo, now: Instant) -> Result<(), Refusal> {
+    pub(super) fn admit_send(&mut self, chat: &ChatInfo, now: Instant) -> Result<(), Refusal> {
         if let Some(throttle) = self.throttle.as_mut()
             && throttle.remaining > 0
         {

@@ -19,6 +19,8 @@ use crate::execution::script::{ScriptFile, ScriptRequest, run_skill_script};
 use crate::name::SkillName;
 use crate::state;
 
+mod script_files;
+
 pub const ACTIVATE_SKILL: &str = "activate_skill";
 pub const READ_SKILL_FILE: &str = "read_skill_file";
 pub const SEND_MESSAGE: &str = "send_message";
@@ -62,11 +64,17 @@ pub fn core_skills() -> Vec<Arc<dyn CoreSkill>> {
         Arc::new(SendMessage(spec(
             SEND_MESSAGE,
             "Send a message to the user now, before the final answer (progress, a result worth sending \
-             on its own).",
+             on its own), with files your scripts left in out/ attached.",
             json!({
                 "type": "object",
                 "properties": {
                     "text": {"type": "string", "minLength": 1, "maxLength": 20000},
+                    "attachments": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1, "maxLength": 300},
+                        "maxItems": 10,
+                        "description": "Files your scripts left in out/ during this task, by name (report.csv)"
+                    },
                     "conversation": {"type": "string", "description": "Another conversation's id (admins only); default: this one"}
                 },
                 "required": ["text"],
@@ -297,6 +305,18 @@ impl CoreSkill for SendMessage {
             "nothing was sent",
         )
         .await?;
+        let names: Vec<&str> = arguments["attachments"]
+            .as_array()
+            .map(|names| names.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let (files, notes) = script_files::attach(context, &names, &target).await?;
+        // The person learns, with the text, of a file that could not come.
+        let text = if notes.is_empty() {
+            text
+        } else {
+            format!("{text}\n\n({}.)", notes.join("; "))
+        };
+        let attached: Vec<String> = files.iter().map(|file| file.name.clone()).collect();
         let sent = context
             .services
             .outbound
@@ -307,23 +327,36 @@ impl CoreSkill for SendMessage {
                     text: text.clone(),
                     reply_to: None,
                     idempotency_key: Some(format!("task:{}:{}", context.scope.task, context.call_key)),
+                    files,
                 },
             )
             .await?;
         let same = target.id == current.id;
+        let mut content = format!(
+            "Sent to {} ({} message{}).",
+            if same {
+                "this conversation".to_owned()
+            } else {
+                target.id.to_string()
+            },
+            sent.platform_message_ids.len(),
+            if sent.platform_message_ids.len() == 1 { "" } else { "s" }
+        );
+        if !attached.is_empty() {
+            content.push_str(&format!(" Attached: {}.", attached.join(", ")));
+        }
+        for note in &notes {
+            content.push_str(&format!(" {note}; the person was told."));
+        }
+        let delivered = if attached.is_empty() {
+            text
+        } else {
+            format!("{text}\n[files sent: {}]", attached.join(", "))
+        };
         Ok(ToolOutput {
-            content: format!(
-                "Sent to {} ({} message{}).",
-                if same {
-                    "this conversation".to_owned()
-                } else {
-                    target.id.to_string()
-                },
-                sent.platform_message_ids.len(),
-                if sent.platform_message_ids.len() == 1 { "" } else { "s" }
-            ),
+            content,
             is_error: false,
-            delivered_to_conversation: same.then_some(text),
+            delivered_to_conversation: same.then_some(delivered),
         })
     }
 }
@@ -412,7 +445,9 @@ impl CoreSkill for RunSkillScript {
             task = %context.scope.task,
             "skill script ran"
         );
+        let (files, files_text) = script_files::store(context, &receipt.files).await;
         let mut stored = receipt.stored();
+        stored["files"] = files;
         stored["skill"] = Value::from(skill.name.as_str());
         stored["at"] = Value::from(context.services.clock.now().to_rfc3339());
         let key = format!("{}:{}", context.scope.task, context.call_key);
@@ -424,7 +459,7 @@ impl CoreSkill for RunSkillScript {
         {
             tracing::warn!(error = %err, skill = %skill.name, "script receipt not stored");
         }
-        let text = receipt.for_model();
+        let text = receipt.for_model() + &files_text;
         Ok(if receipt.succeeded() {
             ToolOutput::ok(text)
         } else {

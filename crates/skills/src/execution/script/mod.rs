@@ -10,7 +10,8 @@
 //! subreaper supervisor ([`supervisor`]). Either way a child that escaped
 //! with `setsid` or a double fork is killed when the script ends, so the
 //! output is read to its end at once and no run waits on a leftover.
-//! At most 1 MiB of combined output is kept.
+//! At most 1 MiB of combined output is kept, and the files it left in
+//! `out/` ([`outputs`]).
 //!
 //! Scripts are still programs Herald runs on its host, with the network
 //! and the files their user can reach: that is why `run_skill_script` is
@@ -18,6 +19,7 @@
 
 mod cgroup;
 mod files;
+mod outputs;
 mod prepare;
 mod receipt;
 mod supervisor;
@@ -35,6 +37,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
 pub use files::{FILES_DIR_VARIABLE, ScriptFile};
+pub use outputs::ScriptFiles;
 pub use receipt::ScriptReceipt;
 pub use supervisor::{SUPERVISOR_ARG, script_supervisor_entry};
 
@@ -129,7 +132,12 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
             )
         }
     };
+    let out = prepared.out.clone();
+    let files = tokio::task::spawn_blocking(move || outputs::collect(&out))
+        .await
+        .unwrap_or_default();
     Ok(ScriptReceipt {
+        files,
         script: prepared.script.clone(),
         args: request.args.to_vec(),
         exit_code: ended.exit_code,
@@ -138,7 +146,7 @@ pub async fn run_skill_script(request: ScriptRequest<'_>) -> Result<ScriptReceip
         duration_ms: duration.as_millis() as u64,
         output,
         truncated,
-        files: prepared.file_names.clone(),
+        inputs: prepared.file_names.clone(),
     })
 }
 
@@ -198,6 +206,7 @@ fn script_environment(prepared: &Prepared) -> Vec<(&'static str, OsString)> {
         ("PATH", std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into())),
         ("HOME", prepared.home.clone().into()),
         ("LANG", "C".into()),
+        ("HERALD_OUT_DIR", prepared.out.clone().into()),
     ];
     if let Some(files_dir) = &prepared.files_dir {
         environment.push((FILES_DIR_VARIABLE, files_dir.clone().into()));

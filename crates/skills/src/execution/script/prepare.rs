@@ -13,8 +13,8 @@ use crate::error::SkillError;
 /// A script ready to start, in its own temporary folder.
 #[derive(Debug)]
 pub(super) struct Prepared {
-    /// Removed when dropped. Only Herald writes its top level; `skill/`
-    /// and `home/` belong to the script's user.
+    /// Removed when dropped. Only Herald writes its top level; `skill/`,
+    /// `home/` and `out/` belong to the script's user.
     pub sandbox: tempfile::TempDir,
     /// The copy of the skill folder: the script's working folder.
     pub work: PathBuf,
@@ -23,6 +23,8 @@ pub(super) struct Prepared {
     pub files_dir: Option<PathBuf>,
     /// The names the message's files were written under, in order.
     pub file_names: Vec<String>,
+    /// Where the script leaves files for the conversation (`HERALD_OUT_DIR`).
+    pub out: PathBuf,
     /// `scripts/NAME`, as named in the receipt.
     pub script: String,
     /// The program to start and the arguments before the caller's.
@@ -72,13 +74,14 @@ pub(super) fn prepare(
         let names = write_files(&files_dir, files)?;
         (Some(files_dir), names)
     };
+    let out = super::outputs::create(sandbox.path())?;
     if let Some((uid, gid)) = run_as.ids() {
         use std::os::unix::fs::PermissionsExt;
         // The user may pass through the top folder to its own ones, and
         // owns everything in those.
         std::fs::set_permissions(sandbox.path(), std::fs::Permissions::from_mode(0o711))
             .map_err(|err| SkillError::io("opening up", sandbox.path(), err))?;
-        for path in [Some(&work), Some(&home), files_dir.as_ref()].into_iter().flatten() {
+        for path in [Some(&work), Some(&home), Some(&out), files_dir.as_ref()].into_iter().flatten() {
             hand_over(path, uid.as_raw(), gid.as_raw())?;
         }
     }
@@ -90,6 +93,7 @@ pub(super) fn prepare(
         home,
         files_dir,
         file_names,
+        out,
         script: script.to_owned(),
         program,
         leading_args,

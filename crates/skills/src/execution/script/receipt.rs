@@ -20,7 +20,11 @@ pub struct ScriptReceipt {
     pub truncated: bool,
     /// The names the message's files had in `$HERALD_FILES_DIR`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<String>,
+    pub inputs: Vec<String>,
+    /// The files it left in `out/`; stored in the file store by the caller,
+    /// which keeps the references in the receipt.
+    #[serde(skip)]
+    pub files: super::ScriptFiles,
 }
 
 impl ScriptReceipt {
@@ -48,17 +52,17 @@ impl ScriptReceipt {
             "output": output,
             "output_bytes": self.output.len(),
             "output_truncated": self.truncated || left_out > 0,
-            "files": self.files,
+            "inputs": self.inputs,
         })
     }
 
     /// What the model reads: the status line, the files the script was
     /// given, and the output, within [`MODEL_OUTPUT_BYTES`].
     pub(crate) fn for_model(&self) -> String {
-        let files = if self.files.is_empty() {
+        let files = if self.inputs.is_empty() {
             String::new()
         } else {
-            format!("\nfiles in $HERALD_FILES_DIR: {}", self.files.join(", "))
+            format!("\nfiles in $HERALD_FILES_DIR: {}", self.inputs.join(", "))
         };
         cut_middle(
             &format!("{}{files}\n{}", self.status(), self.output),

@@ -49,7 +49,7 @@ async fn a_script_runs_in_a_copy_with_a_scrubbed_environment() {
     let names_line = receipt.output.lines().find(|l| l.contains("PATH")).unwrap();
     let mut names: Vec<&str> = names_line.split_whitespace().collect();
     names.retain(|n| !["PWD", "SHLVL", "_", "OLDPWD"].contains(n));
-    assert_eq!(names, vec!["HOME", "LANG", "PATH"], "{names_line}");
+    assert_eq!(names, vec!["HERALD_OUT_DIR", "HOME", "LANG", "PATH"], "{names_line}");
     assert!(receipt.output.contains("---"));
     assert!(receipt.output.contains("oops"), "stderr is captured");
     assert!(
@@ -243,7 +243,7 @@ async fn the_messages_files_are_in_herald_files_dir_and_a_climbing_name_stays_in
         !beside.iter().any(|name| name.contains("etc") || *name == "x"),
         "nothing was written beside files/: {beside:?}"
     );
-    assert_eq!(receipt.files, ["notes.txt", "_.._etc_x", "notes-2.txt"]);
+    assert_eq!(receipt.inputs, ["notes.txt", "_.._etc_x", "notes-2.txt"]);
     assert!(
         receipt
             .for_model()
@@ -256,5 +256,5 @@ async fn without_files_there_is_no_herald_files_dir() {
     let (_dir, folder) = skill_with(&[("env.sh", "echo \"dir=[${HERALD_FILES_DIR-unset}]\"")]);
     let receipt = run_skill_script(request(&folder, "env.sh", &[])).await.unwrap();
     assert!(receipt.output.contains("dir=[unset]"), "{}", receipt.output);
-    assert!(receipt.files.is_empty());
+    assert!(receipt.inputs.is_empty());
 }
