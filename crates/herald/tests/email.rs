@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::email::{ALICE, Setup, mail};
 use herald_testkit::mailserver;
+use herald_testkit::openai::{content_text, messages};
 use tokio::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,6 +119,56 @@ async fn html_only_mail_reaches_the_model_as_text() {
     let inputs = setup.model_inputs();
     assert!(inputs[0].contains("Hello Herald"), "{inputs:?}");
     assert!(!inputs[0].contains('<'), "{inputs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mails_attached_document_reaches_the_model_and_history_keeps_only_its_reference() {
+    let setup = Setup::new().await;
+    let herald = setup.start().await;
+    // A MIME mail as a mail program writes it: the text, then a CSV file in
+    // base64, through the real Postfix into the mailbox Herald reads.
+    let body = "This is a multi-part message in MIME format.\n\
+--b1\nContent-Type: text/plain; charset=utf-8\n\nThe rain figures are attached.\n\
+--b1\nContent-Type: text/csv; name=\"rain.csv\"\nContent-Disposition: attachment; filename=\"rain.csv\"\n\
+Content-Transfer-Encoding: base64\n\nY2l0eSxyYWluX21tCk9zbG8sNzYzCkJlcmdlbiwyMjUwCg==\n--b1--";
+    let raw = mail(ALICE, "rain@alice.test", "Rain", "MIME-Version: 1.0\n", body).replacen(
+        "Content-Type: text/plain; charset=utf-8\n\nThis is a multi-part",
+        "Content-Type: multipart/mixed; boundary=\"b1\"\n\nThis is a multi-part",
+        1,
+    );
+    setup.mail.send(ALICE, &raw).await;
+    let answers = setup.answers("alice", 1, &herald).await;
+    let herald_id = answers[0].header("message-id").expect("a Message-ID").to_owned();
+    let said = &setup.model_inputs()[0];
+    assert!(said.contains("The rain figures are attached."), "{said}");
+    assert!(said.contains("[file \"rain.csv\" (text/csv"), "{said}");
+    let request = setup.model.requests()[0].to_string();
+    assert!(
+        request.contains("Bergen,2250"),
+        "the file's text reached the model: {request}"
+    );
+
+    // Alice answers in the thread: that turn carries the file's reference
+    // in history, not its text.
+    let references = format!("In-Reply-To: {herald_id}\nReferences: <rain@alice.test> {herald_id}\n");
+    setup
+        .mail
+        .send(
+            ALICE,
+            &mail(ALICE, "more@alice.test", "Re: Rain", &references, "And snow?"),
+        )
+        .await;
+    setup.answers("alice", 2, &herald).await;
+    let said: Vec<String> = messages(&setup.model.requests()[1])
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .filter_map(content_text)
+        .collect();
+    assert!(said[0].contains("rain.csv"), "history names the file: {said:?}");
+    assert!(
+        !said.iter().any(|text| text.contains("Bergen,2250")),
+        "history does not carry the file's text: {said:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -81,7 +81,10 @@ pub(super) fn prepare(
         // owns everything in those.
         std::fs::set_permissions(sandbox.path(), std::fs::Permissions::from_mode(0o711))
             .map_err(|err| SkillError::io("opening up", sandbox.path(), err))?;
-        for path in [Some(&work), Some(&home), Some(&out), files_dir.as_ref()].into_iter().flatten() {
+        for path in [Some(&work), Some(&home), Some(&out), files_dir.as_ref()]
+            .into_iter()
+            .flatten()
+        {
             hand_over(path, uid.as_raw(), gid.as_raw())?;
         }
     }
