@@ -73,6 +73,14 @@ pub fn decide(sender: &ActorId, admins: &Admins, approved: bool, config: &Access
     }
 }
 
+/// The decision when an admin's approval cannot change it (an admin, the
+/// local terminal, an unverified sender, or `unknown: allow`), so the store
+/// need not be asked; `None` when it depends on the approval.
+pub fn decided_without_approval(sender: &ActorId, admins: &Admins, config: &AccessConfig) -> Option<Decision> {
+    let unapproved = decide(sender, admins, false, config);
+    (unapproved == decide(sender, admins, true, config)).then_some(unapproved)
+}
+
 /// How many pairing replies may still go out: at most `per_hour` in any
 /// hour, counted by the gateway's clock.
 #[derive(Debug)]
@@ -211,6 +219,34 @@ fn new_code() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_approval_is_read_only_when_it_can_change_the_decision() {
+        let admins = Admins::new([ActorId::new("telegram:1")]);
+        let config = |unknown| AccessConfig {
+            unknown,
+            ..AccessConfig::default()
+        };
+        for (sender, unknown, expected) in [
+            ("telegram:1", UnknownSenders::Pair, Some(Decision::Allow)),
+            ("local:anyone", UnknownSenders::Deny, Some(Decision::Allow)),
+            ("telegram:2", UnknownSenders::Allow, Some(Decision::Allow)),
+            (
+                "email:unverified:a@example.com",
+                UnknownSenders::Pair,
+                Some(Decision::Deny),
+            ),
+            // Approved senders are let in where others are not: read it.
+            ("telegram:2", UnknownSenders::Pair, None),
+            ("telegram:2", UnknownSenders::Deny, None),
+        ] {
+            assert_eq!(
+                decided_without_approval(&ActorId::new(sender), &admins, &config(unknown)),
+                expected,
+                "{sender} {unknown:?}"
+            );
+        }
+    }
 
     #[test]
     fn decisions_follow_the_table() {

@@ -21,7 +21,7 @@ use herald_core::{
 };
 use tracing::{info, warn};
 
-use crate::access::{AccessConfig, Decision, Pairing, PairingReplies, decide};
+use crate::access::{AccessConfig, Decision, Pairing, PairingReplies, decide, decided_without_approval};
 use crate::attachments::AttachmentIntake;
 use crate::clean;
 
@@ -161,8 +161,15 @@ impl Gateway {
         let pairing = Pairing {
             store: self.store.as_ref(),
         };
-        let approved = pairing.is_approved(&message.sender.id).await?;
-        let decision = decide(&message.sender.id, &self.admins, approved, &self.access);
+        // Most messages come from senders whose approval cannot matter:
+        // no store read for them.
+        let decision = match decided_without_approval(&message.sender.id, &self.admins, &self.access) {
+            Some(decision) => decision,
+            None => {
+                let approved = pairing.is_approved(&message.sender.id).await?;
+                decide(&message.sender.id, &self.admins, approved, &self.access)
+            }
+        };
         if decision == Decision::Allow
             && let Some(reply) = self.pairing_command(&message).await?
         {

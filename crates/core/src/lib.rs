@@ -47,7 +47,7 @@ pub use message::{
 pub use rate::{LocalLimiter, SendLimit, SendLimiter, SendSlot, SteadyClock, Window};
 pub use retry::{Backoff, RetryClass};
 pub use schedule::{NewSchedule, Schedule, ScheduleId, ScheduleStore};
-pub use store::{ConversationStore, DeliveryReceipt, QueueStats, StoreError, TaskQueue};
+pub use store::{ConversationStore, DeliveryReceipt, QueueStats, StateWrite, StoreError, TaskQueue};
 pub use task::{ClaimFilter, Enqueued, FailOutcome, InstructionOrigin, Lease, NewTask, Task, TaskPayload, TaskState};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use tools::{NoTools, PromptSection, ToolOutput, Toolbox, TurnOrigin, TurnPreparation, TurnScope};

@@ -76,6 +76,12 @@ pub trait TaskQueue: Send + Sync {
 
     async fn complete(&self, lease: &Lease) -> Result<(), StoreError>;
 
+    /// Writes the receipt of the task's last message and completes the task,
+    /// in one round trip where the store can. The receipt is kept even when
+    /// the lease was lost (the message went out either way); the completion
+    /// then fails as [`StoreError::LeaseLost`].
+    async fn complete_delivered(&self, lease: &Lease, receipt: &DeliveryReceipt) -> Result<(), StoreError>;
+
     /// Records a failed attempt: the task is retried after a backoff, or
     /// marked dead when it has no attempts left.
     async fn fail(&self, lease: &Lease, error: &str) -> Result<FailOutcome, StoreError>;
@@ -107,6 +113,14 @@ pub struct DeliveryReceipt {
     pub delivered_at: Timestamp,
 }
 
+/// A state value to write along with something else.
+#[derive(Clone, Copy, Debug)]
+pub struct StateWrite<'a> {
+    pub scope: &'a str,
+    pub key: &'a str,
+    pub value: &'a serde_json::Value,
+}
+
 /// Conversations, their history, delivery receipts and small persistent state.
 #[async_trait]
 pub trait ConversationStore: Send + Sync {
@@ -127,6 +141,21 @@ pub trait ConversationStore: Send + Sync {
         task: TaskId,
         entries: &[NewHistoryEntry],
     ) -> Result<bool, StoreError>;
+
+    /// [`ConversationStore::record_turn`], and a state value written with
+    /// it (a prompt's accounting): in one round trip where the store can.
+    /// The value is written whether or not the turn was recorded before.
+    async fn record_turn_with_state(
+        &self,
+        conversation: &ConversationId,
+        task: TaskId,
+        entries: &[NewHistoryEntry],
+        state: StateWrite<'_>,
+    ) -> Result<bool, StoreError> {
+        let first = self.record_turn(conversation, task, entries).await?;
+        self.put_state(state.scope, state.key, state.value).await?;
+        Ok(first)
+    }
 
     async fn delivery(&self, task: TaskId, slot: &str) -> Result<Option<DeliveryReceipt>, StoreError>;
 

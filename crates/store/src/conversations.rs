@@ -5,17 +5,18 @@
 //! earlier or concurrent recording of the same task makes this one write
 //! nothing (on PostgreSQL the second waits for the first on that key; on
 //! SQLite the write lock orders them). A turn of a few entries (a person's
-//! has two) is one statement; a longer one, a transaction.
+//! has two) is one statement, and with the prompt's accounting beside it
+//! one round trip; a longer one, a transaction.
 
 use async_trait::async_trait;
 use herald_core::time::to_millis;
 use herald_core::{
-    ConversationId, ConversationRef, ConversationStore, DeliveryReceipt, HistoryEntry, NewHistoryEntry, StoreError,
-    TaskId,
+    ConversationId, ConversationRef, ConversationStore, DeliveryReceipt, HistoryEntry, NewHistoryEntry, StateWrite,
+    StoreError, TaskId,
 };
 
 use crate::engine::Engine;
-use crate::statement::{Columns, Statement};
+use crate::statement::{Columns, Sql, Statement};
 use crate::store::Store;
 use crate::{error, rows, sql, statement, text};
 
@@ -54,17 +55,9 @@ impl<E: Engine> ConversationStore for Store<E> {
     ) -> Result<bool, StoreError> {
         let now = self.now();
         if let Some(sql) = sql::record_turn(entries.len()) {
-            let mut statement = Statement::<E::Db>::new(sql)
-                .text(conversation.as_str())
-                .int(task.0)
-                .int(now);
-            for entry in entries {
-                statement = statement
-                    .text(entry.role.as_str())
-                    .opt_text(entry.actor.as_ref().map(|actor| actor.as_str()))
-                    .text(&entry.text);
-            }
-            let inserted = statement.execute(self.engine.writes()).await?;
+            let inserted = entry_params(Statement::<E::Db>::new(sql), conversation, task, now, entries)
+                .execute(self.engine.writes())
+                .await?;
             return Ok(inserted == entries.len() as u64);
         }
         let mut tx = self.engine.begin_write().await.map_err(error::db)?;
@@ -95,6 +88,27 @@ impl<E: Engine> ConversationStore for Store<E> {
         }
         statement::commit(tx).await?;
         Ok(true)
+    }
+
+    async fn record_turn_with_state(
+        &self,
+        conversation: &ConversationId,
+        task: TaskId,
+        entries: &[NewHistoryEntry],
+        state: StateWrite<'_>,
+    ) -> Result<bool, StoreError> {
+        let Some(sql) = E::record_turn_and_state(entries.len()) else {
+            let first = self.record_turn(conversation, task, entries).await?;
+            self.put_state(state.scope, state.key, state.value).await?;
+            return Ok(first);
+        };
+        let written = entry_params(Statement::<E::Db>::new(sql), conversation, task, self.now(), entries)
+            .text(state.scope)
+            .text(state.key)
+            .text(&text::json(state.value, "state value")?)
+            .fetch_all(self.engine.writes())
+            .await?;
+        Ok(written.len() == entries.len())
     }
 
     async fn delivery(&self, task: TaskId, slot: &str) -> Result<Option<DeliveryReceipt>, StoreError> {
@@ -158,4 +172,23 @@ impl<E: Engine> ConversationStore for Store<E> {
             .map(|row| Ok((row.text("key")?, rows::state_value(&row.text("value")?)?)))
             .collect()
     }
+}
+
+/// Binds [`sql::record_turn`]'s parameters: conversation, task, time, then
+/// role, actor and text of each entry.
+fn entry_params<DB: Sql>(
+    statement: Statement<DB>,
+    conversation: &ConversationId,
+    task: TaskId,
+    now: i64,
+    entries: &[NewHistoryEntry],
+) -> Statement<DB> {
+    let mut statement = statement.text(conversation.as_str()).int(task.0).int(now);
+    for entry in entries {
+        statement = statement
+            .text(entry.role.as_str())
+            .opt_text(entry.actor.as_ref().map(|actor| actor.as_str()))
+            .text(&entry.text);
+    }
+    statement
 }

@@ -41,6 +41,25 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// wait out a grace before taking a free holder's tasks.
     const LIVENESS_CAN_BE_LOST: bool;
 
+    /// Stores a conversation's ref and a new task in one round trip: `$1`
+    /// the conversation, `$2` the channel, `$3` the ref, `$4` now, `$5` the
+    /// payload, `$6` the priority, `$7` the attempts allowed, `$8` when it
+    /// is due, `$9` the dedup key or NULL. Returns the task's `id`, or no row
+    /// when the key was stored before; a stored task is announced. Run with
+    /// `fetch_all` (see `sqlite/batched.rs`).
+    const ENQUEUE: &'static str;
+
+    /// Writes a receipt (`sql::insert_delivery`'s parameters) and completes
+    /// its task under the lease (`$6` now, `$7` the token) in one round
+    /// trip; returns the task's `id` when the lease held. The receipt is
+    /// kept either way. A completed task is announced. Run with `fetch_all`.
+    const COMPLETE_DELIVERED: &'static str;
+
+    /// A turn's record (`sql::record_turn`) and a state value (parameters
+    /// from `sql::state_params_after`) in one round trip; returns the `seq`
+    /// of each entry written. Run with `fetch_all`.
+    fn record_turn_and_state(rows: usize) -> Option<&'static str>;
+
     /// Counts the unfinished tasks that `$1`/`$2` (the filter's lists) allow,
     /// as `pending`.
     const PENDING: &'static str;

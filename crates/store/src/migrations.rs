@@ -43,6 +43,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "send windows",
         include_str!("../../../migrations/sqlite/0007_send_windows.sql"),
     ),
+    (
+        8,
+        "dedup on task",
+        include_str!("../../../migrations/sqlite/0008_dedup_on_task.sql"),
+    ),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -76,6 +81,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         7,
         "send windows",
         include_str!("../../../migrations/postgres/0007_send_windows.sql"),
+    ),
+    (
+        8,
+        "dedup on task",
+        include_str!("../../../migrations/postgres/0008_dedup_on_task.sql"),
     ),
 ];
 

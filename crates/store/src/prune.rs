@@ -6,9 +6,10 @@
 //! conversation, not to the queue, so its entries only lose their task link
 //! (`ON DELETE SET NULL`).
 //!
-//! A dedup key goes by its own age, never sooner than the retention and never
-//! sooner than [`REDELIVERY_WINDOW`], so a platform that redelivers an event
-//! late still finds its key; a task is kept while a dedup key names it.
+//! A dedup key lives on its task and goes with it, but never sooner than
+//! [`REDELIVERY_WINDOW`] after the event came, so a platform that redelivers
+//! an event late still finds its key: a finished task with a key is kept
+//! until both the retention and that window have passed.
 //! Unfinished tasks are never touched.
 //!
 //! Every statement deletes at most [`BATCH`] rows, so on SQLite the one writer
@@ -40,22 +41,20 @@ const BATCH: i64 = 200;
 const EVERY: Duration = Duration::from_secs(10 * 60);
 const FIRST: Duration = Duration::from_secs(60);
 
-pub(crate) const PRUNE_DEDUP_KEYS: &str = "\
-DELETE FROM inbound_dedup WHERE key IN (SELECT key FROM inbound_dedup WHERE seen_at < $1 LIMIT $2)";
-
-/// Walks `tasks_finished`; a task that a dedup key still names stays.
+/// Walks `tasks_finished`; a task whose dedup key must still be recognised
+/// stays (`$2`: before which a key may go).
 pub(crate) const PRUNE_TASKS: &str = "\
 DELETE FROM tasks WHERE id IN (
     SELECT t.id FROM tasks t
     WHERE t.state IN ('done', 'dead') AND t.updated_at < $1
-      AND NOT EXISTS (SELECT 1 FROM inbound_dedup d WHERE d.task_id = t.id)
-    LIMIT $2)";
+      AND (t.dedup_key IS NULL OR t.created_at < $2)
+    LIMIT $3)";
 
 /// What a pass removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pruned {
+    /// Finished tasks, with their dedup keys and receipts.
     pub tasks: u64,
-    pub dedup_keys: u64,
 }
 
 /// Before which times (unix milliseconds) finished tasks and dedup keys go;
@@ -78,27 +77,22 @@ fn cutoffs(now: i64, retention: Duration) -> Option<Cutoffs> {
 }
 
 impl<E: Engine> Store<E> {
-    /// One pass: dedup keys first, so the tasks they held go in the same pass.
+    /// One pass, in batches.
     pub(crate) async fn prune(&self) -> Result<Pruned, StoreError> {
         let Some(cutoffs) = cutoffs(self.now(), self.queue.retention) else {
             return Ok(Pruned::default());
         };
-        let dedup_keys = self.delete_in_batches(PRUNE_DEDUP_KEYS, cutoffs.dedup_keys).await?;
-        let tasks = self.delete_in_batches(PRUNE_TASKS, cutoffs.tasks).await?;
-        Ok(Pruned { tasks, dedup_keys })
-    }
-
-    async fn delete_in_batches(&self, statement: &'static str, before: i64) -> Result<u64, StoreError> {
-        let mut deleted = 0;
+        let mut tasks = 0;
         loop {
-            let batch = Statement::<E::Db>::new(statement)
-                .int(before)
+            let batch = Statement::<E::Db>::new(PRUNE_TASKS)
+                .int(cutoffs.tasks)
+                .int(cutoffs.dedup_keys)
                 .int(BATCH)
                 .execute(self.engine.writes())
                 .await?;
-            deleted += batch;
+            tasks += batch;
             if batch < BATCH.unsigned_abs() {
-                return Ok(deleted);
+                return Ok(Pruned { tasks });
             }
             // Let the writes that queued meanwhile go first.
             tokio::task::yield_now().await;
@@ -116,11 +110,7 @@ pub(crate) fn start<E: Engine>(store: &Arc<Store<E>>) -> JoinHandle<()> {
             every.tick().await;
             let Some(store) = store.upgrade() else { break };
             match store.prune().await {
-                Ok(pruned) if pruned != Pruned::default() => info!(
-                    tasks = pruned.tasks,
-                    dedup_keys = pruned.dedup_keys,
-                    "pruned finished tasks"
-                ),
+                Ok(pruned) if pruned != Pruned::default() => info!(tasks = pruned.tasks, "pruned finished tasks"),
                 Ok(_) => debug!("nothing to prune"),
                 Err(err) => warn!(error = %err, "pruning finished tasks failed; trying again later"),
             }

@@ -4,10 +4,12 @@
 //! `sqlite/claim.rs` and `postgres/claim.rs` for why each keeps a
 //! conversation's tasks in order. Everything else is one statement or one
 //! short transaction that both engines run alike:
-//! - enqueue stores the conversation, the task and its dedup key together;
-//!   a key seen before stores nothing, and a key another process stored while
-//!   this transaction waited on it rolls this one back, so each platform event
-//!   becomes one task;
+//! - enqueue stores the conversation and the task, with its dedup key, in
+//!   one round trip (`E::ENQUEUE`); a key seen before stores no task, and a
+//!   key another process stored while this insert waited on it neither, so
+//!   each platform event becomes one task;
+//! - the last receipt of a task and its completion are one round trip too
+//!   (`complete_delivered`), the receipt kept even when the lease is not;
 //! - every change after the claim names the lease token, so a worker whose
 //!   lease expired and was claimed by another changes nothing and learns it;
 //! - the claim records the store's holder and the token starts with it, so
@@ -20,13 +22,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_core::time::{from_millis, to_millis};
-use herald_core::{ClaimFilter, Enqueued, FailOutcome, Lease, NewTask, QueueStats, StoreError, TaskId, TaskQueue};
+use herald_core::{
+    ClaimFilter, ConversationStore, DeliveryReceipt, Enqueued, FailOutcome, Lease, NewTask, QueueStats, StoreError,
+    TaskId, TaskQueue,
+};
 use tracing::debug;
 
 use crate::engine::Engine;
 use crate::statement::{Columns, On, Statement};
 use crate::store::Store;
-use crate::{error, liveness, rows, sql, statement, text};
+use crate::{liveness, rows, sql, text};
 
 impl<E: Engine> Store<E> {
     /// Runs a lease-guarded change, binding the task id and the lease token
@@ -85,7 +90,7 @@ impl<E: Engine> Store<E> {
             .text(key)
             .fetch_optional(on)
             .await?;
-        row.map(|row| row.int("task_id").map(TaskId)).transpose()
+        row.map(|row| row.int("id").map(TaskId)).transpose()
     }
 }
 
@@ -98,51 +103,35 @@ impl<E: Engine> TaskQueue for Store<E> {
         let payload = text::json(&task.payload, "task payload")?;
         let run_at = task.not_before.map(to_millis).unwrap_or(now);
 
-        // A key seen before is found by its insert conflicting below, not
-        // looked up first: redeliveries are rare, and a look-up would be a
-        // round trip on every message.
-        let mut tx = self.engine.begin_write().await.map_err(error::db)?;
-        Statement::new(sql::UPSERT_CONVERSATION)
+        // A key seen before is found by its insert conflicting, not looked
+        // up first: redeliveries are rare, and a look-up would be a round
+        // trip on every message.
+        let stored = Statement::<E::Db>::new(E::ENQUEUE)
             .text(conversation.id.as_str())
             .text(conversation.channel.as_str())
             .text(&reference)
             .int(now)
-            .execute(&mut tx)
-            .await?;
-        let id = Statement::new(sql::INSERT_TASK)
-            .text(conversation.id.as_str())
-            .text(conversation.channel.as_str())
             .text(&payload)
             .int(i64::from(task.priority))
             .int(i64::from(self.queue.max_attempts))
             .int(run_at)
-            .int(now)
-            .fetch_one(&mut tx)
-            .await?
-            .int("id")?;
-        if let Some(key) = &task.dedup_key {
-            let inserted = Statement::new(sql::INSERT_DEDUP)
-                .text(key)
-                .int(id)
-                .int(now)
-                .execute(&mut tx)
-                .await?;
-            if inserted == 0 {
-                // Stored before, or by another process meanwhile (its
-                // transaction committed while this one waited on the key):
-                // the task just inserted goes with the rollback.
-                statement::rollback(tx).await?;
-                let id = self
-                    .find_dedup(key, self.engine.writes())
-                    .await?
-                    .ok_or_else(|| StoreError::Database(format!("dedup key `{key}` conflicted but is not stored")))?;
-                return Ok(Enqueued::Duplicate(id));
+            .opt_text(task.dedup_key.as_deref())
+            .fetch_all(self.engine.writes())
+            .await?;
+        match (stored.first(), &task.dedup_key) {
+            (Some(row), _) => {
+                self.wakeup.wake();
+                Ok(Enqueued::New(TaskId(row.int("id")?)))
             }
+            // Stored before, or by another process meanwhile (on PostgreSQL
+            // the insert waited for that one to commit).
+            (None, Some(key)) => self
+                .find_dedup(key, self.engine.writes())
+                .await?
+                .map(Enqueued::Duplicate)
+                .ok_or_else(|| StoreError::Database(format!("dedup key `{key}` conflicted but is not stored"))),
+            (None, None) => Err(StoreError::Database("a task without a dedup key was not stored".into())),
         }
-        self.engine.announce(&conversation.id, (&mut tx).into()).await?;
-        statement::commit(tx).await?;
-        self.wakeup.wake();
-        Ok(Enqueued::New(TaskId(id)))
     }
 
     async fn claim(&self, filter: &ClaimFilter) -> Result<Option<Lease>, StoreError> {
@@ -191,6 +180,41 @@ impl<E: Engine> TaskQueue for Store<E> {
 
     async fn complete(&self, lease: &Lease) -> Result<(), StoreError> {
         self.finish(Statement::new(sql::COMPLETE).int(self.now()), lease).await
+    }
+
+    async fn complete_delivered(&self, lease: &Lease, receipt: &DeliveryReceipt) -> Result<(), StoreError> {
+        if !self.liveness.vouches(&lease.token) {
+            // The message went out: its receipt stands whoever holds the task.
+            self.record_delivery(receipt).await?;
+            return Err(StoreError::LeaseLost(lease.task.id));
+        }
+        if receipt.task != lease.task.id {
+            return Err(StoreError::Database(format!(
+                "a receipt of task {} cannot complete task {}",
+                receipt.task, lease.task.id
+            )));
+        }
+        let ids = text::json(&receipt.platform_message_ids, "message ids")?;
+        let completed = Statement::<E::Db>::new(E::COMPLETE_DELIVERED)
+            .int(receipt.task.0)
+            .text(&receipt.slot)
+            .text(receipt.conversation.as_str())
+            .text(&ids)
+            .int(to_millis(receipt.delivered_at))
+            .int(self.now())
+            .text(&lease.token)
+            .fetch_all(self.engine.writes())
+            .await?;
+        let Some(row) = completed.first() else {
+            return Err(StoreError::LeaseLost(lease.task.id));
+        };
+        // A completion makes a task claimable only when one of its
+        // conversation waits behind it; other processes heard that from the
+        // statement itself. Waking for nothing would cost an empty claim.
+        if row.int("next_waits")? == 1 {
+            self.wakeup.wake();
+        }
+        Ok(())
     }
 
     async fn fail(&self, lease: &Lease, error: &str) -> Result<FailOutcome, StoreError> {

@@ -12,23 +12,48 @@ macro_rules! task_columns {
 }
 pub(crate) use task_columns;
 
-pub(crate) const FIND_DEDUP: &str = "SELECT task_id FROM inbound_dedup WHERE key = $1";
+/// The task an event's dedup key became.
+pub(crate) const FIND_DEDUP: &str = "SELECT id FROM tasks WHERE dedup_key = $1";
 
-/// The conversation row is written before the task, in the same transaction.
+/// The conversation row is written before the task, in the same round trip.
 /// On PostgreSQL that row lock orders concurrent enqueues of one
 /// conversation, so task ids (which come after it) follow commit order and a
-/// claimer can never see a later task of a conversation without its earlier one.
-pub(crate) const UPSERT_CONVERSATION: &str = "\
-INSERT INTO conversations (id, channel, ref, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
-ON CONFLICT (id) DO UPDATE SET channel = excluded.channel, ref = excluded.ref, updated_at = excluded.updated_at";
+/// claimer can never see a later task of a conversation without its earlier
+/// one. The engines' `ENQUEUE` (`sqlite/batched.rs`, `postgres/batched.rs`)
+/// are built from these.
+macro_rules! insert_task {
+    () => {
+        "INSERT INTO tasks (conversation_id, channel, payload, priority, state, attempts, max_attempts, run_at, created_at, updated_at, dedup_key)"
+    };
+}
+pub(crate) use insert_task;
 
-pub(crate) const INSERT_TASK: &str = "\
-INSERT INTO tasks (conversation_id, channel, payload, priority, state, attempts, max_attempts, run_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, 'queued', 0, $5, $6, $7, $7)
-RETURNING id";
+/// A receipt: `$1` task, `$2` slot, `$3` conversation, `$4` message ids,
+/// `$5` when. The first receipt of a slot stands: a task delivers each slot
+/// once.
+macro_rules! insert_delivery {
+    () => {
+        "INSERT INTO deliveries (task_id, slot, conversation_id, platform_message_ids, delivered_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (task_id, slot) DO NOTHING"
+    };
+}
+pub(crate) use insert_delivery;
 
-pub(crate) const INSERT_DEDUP: &str =
-    "INSERT INTO inbound_dedup (key, task_id, seen_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING";
+/// Completing a task after its receipt ([`insert_delivery`]'s parameters):
+/// `$6` now, `$7` the lease token. Returns the task's `id` and, as
+/// `next_waits` (1 or 0), whether a later task of its conversation waits:
+/// only then may the completion have made something claimable.
+macro_rules! complete_task {
+    () => {
+        "UPDATE tasks SET state = 'done', lease_token = NULL, lease_expires_at = NULL, updated_at = $6
+WHERE id = $1 AND lease_token = $7 AND state = 'leased'
+RETURNING id, conversation_id, CAST(CASE WHEN EXISTS (
+    SELECT 1 FROM tasks n
+    WHERE n.conversation_id = tasks.conversation_id AND n.state IN ('queued', 'leased') AND n.id > tasks.id
+) THEN 1 ELSE 0 END AS BIGINT) AS next_waits"
+    };
+}
+pub(crate) use complete_task;
 
 // Every change below names the lease token: a worker whose lease expired and
 // was claimed by another changes nothing and learns it lost the lease. The
@@ -96,31 +121,34 @@ pub(crate) const TASK_HAS_ENTRIES: &str = "SELECT COUNT(*) AS entries FROM messa
 /// entries already; the insert is one statement, so it is whole or nothing.
 pub(crate) fn record_turn(rows: usize) -> Option<&'static str> {
     static STATEMENTS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        // Built once per size and kept for the process's life, as the
+        // `'static` statement text a `Statement` is labelled by.
         (1..=RECORD_ROWS)
-            .map(|rows| {
-                let values: Vec<String> = (0..rows)
-                    .map(|seq| {
-                        let first = 4 + seq * 3;
-                        format!(
-                            "SELECT {seq} AS seq, ${first} AS role, ${} AS actor, ${} AS text",
-                            first + 1,
-                            first + 2
-                        )
-                    })
-                    .collect();
-                // Built once per size and kept for the process's life, as
-                // the `'static` statement text a `Statement` is labelled by.
-                String::leak(format!(
-                    "INSERT INTO messages (conversation_id, task_id, seq, role, actor, text, at)\n\
-                     SELECT $1, $2, entry.seq, entry.role, entry.actor, entry.text, $3 FROM ({}) AS entry\n\
-                     WHERE NOT EXISTS (SELECT 1 FROM messages WHERE task_id = $2)\n\
-                     ON CONFLICT (task_id, seq) DO NOTHING",
-                    values.join(" UNION ALL ")
-                )) as &'static str
-            })
+            .map(|rows| String::leak(record_turn_text(rows)) as &'static str)
             .collect()
     });
     rows.checked_sub(1).and_then(|index| STATEMENTS.get(index).copied())
+}
+
+/// The text of [`record_turn`] for `rows` entries (at least one).
+pub(crate) fn record_turn_text(rows: usize) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|seq| {
+            let first = 4 + seq * 3;
+            format!(
+                "SELECT {seq} AS seq, ${first} AS role, ${} AS actor, ${} AS text",
+                first + 1,
+                first + 2
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO messages (conversation_id, task_id, seq, role, actor, text, at)\n\
+         SELECT $1, $2, entry.seq, entry.role, entry.actor, entry.text, $3 FROM ({}) AS entry\n\
+         WHERE NOT EXISTS (SELECT 1 FROM messages WHERE task_id = $2)\n\
+         ON CONFLICT (task_id, seq) DO NOTHING",
+        values.join(" UNION ALL ")
+    )
 }
 
 /// The most entries [`record_turn`] writes in one statement; a person's turn
@@ -138,16 +166,29 @@ pub(crate) const DELIVERY: &str = "\
 SELECT task_id, slot, conversation_id, platform_message_ids, delivered_at FROM deliveries
 WHERE task_id = $1 AND slot = $2";
 
-/// The first receipt of a slot stands: a task delivers each slot once.
-pub(crate) const INSERT_DELIVERY: &str = "\
-INSERT INTO deliveries (task_id, slot, conversation_id, platform_message_ids, delivered_at) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (task_id, slot) DO NOTHING";
+pub(crate) const INSERT_DELIVERY: &str = insert_delivery!();
 
 pub(crate) const GET_STATE: &str = "SELECT value FROM state WHERE scope = $1 AND key = $2";
 
 pub(crate) const PUT_STATE: &str = "\
 INSERT INTO state (scope, key, value, updated_at) VALUES ($1, $2, $3, $4)
 ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at";
+
+/// [`PUT_STATE`] with scope, key and value at `$first`.. and the time at
+/// `$3` (a turn record's), for a state value written with a turn.
+pub(crate) fn put_state_text(first: usize) -> String {
+    format!(
+        "INSERT INTO state (scope, key, value, updated_at) VALUES (${first}, ${}, ${}, $3)\n\
+         ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        first + 1,
+        first + 2
+    )
+}
+
+/// The first parameter after a [`record_turn`] of `rows` entries.
+pub(crate) fn state_params_after(rows: usize) -> usize {
+    4 + rows * 3
+}
 
 pub(crate) const DELETE_STATE: &str = "DELETE FROM state WHERE scope = $1 AND key = $2";
 

@@ -8,7 +8,8 @@
 //! - each message a task sends has a delivery slot with a receipt, checked
 //!   before sending and written right after, so a retried task does not send
 //!   a slot twice;
-//! - the task is completed only after its receipts are written.
+//! - the task is completed only with its receipts written: the reply's (its
+//!   last send) in the same round trip as the completion.
 //!
 //! A worker keeps its lease alive while a turn runs ([`lease`]), so a slow
 //! model does not let a second worker serve the same task.
@@ -29,8 +30,8 @@ use std::time::Duration;
 
 use herald_core::{
     Admins, ChatModel, ConversationId, ConversationStore, DeliveryReceipt, FailOutcome, HistoryEntry,
-    InstructionOrigin, Lease, MessageFile, Outbound, OutboundMessage, RetryClass, StoreError, TaskId, TaskPayload,
-    TaskQueue, Toolbox, TurnOrigin, TurnScope,
+    InstructionOrigin, Lease, MessageFile, Outbound, OutboundMessage, RetryClass, StateWrite, StoreError, TaskId,
+    TaskPayload, TaskQueue, Toolbox, TurnOrigin, TurnScope,
 };
 use tokio::sync::broadcast;
 use tracing::{Instrument, debug, error, info, info_span, warn};
@@ -167,11 +168,12 @@ impl Agent {
     }
 
     /// Completes, kills or fails the task as its result says; `None` when it
-    /// will be tried again (or the store could not be told).
-    async fn settle(&self, lease: &Lease, scope: &TurnScope, result: Result<(), Failure>) -> Option<Finish> {
+    /// will be tried again (or the store could not be told). A done task's
+    /// last receipt is written with its completion.
+    async fn settle(&self, lease: &Lease, scope: &TurnScope, result: Result<Served, Failure>) -> Option<Finish> {
         let queue = &self.parts.queue;
         match result {
-            Ok(()) => match queue.complete(lease).await {
+            Ok(served) => match complete(queue.as_ref(), lease, served).await {
                 Ok(()) => Some(Finish::Done),
                 Err(err) => {
                     warn!(error = %err, "could not complete task");
@@ -209,7 +211,7 @@ impl Agent {
 
     /// The task's turn, recorded and delivered; or its recorded reply
     /// delivered, when an earlier attempt got as far as recording it.
-    async fn serve_task(&self, lease: &Lease, scope: &TurnScope) -> Result<(), Failure> {
+    async fn serve_task(&self, lease: &Lease, scope: &TurnScope) -> Result<Served, Failure> {
         let task = &lease.task;
         if task.attempt > task.max_attempts {
             return Err(Failure::GiveUp(format!(
@@ -235,10 +237,19 @@ impl Agent {
                 .rev()
                 .find(|e| e.role == herald_core::Role::Assistant && !e.text.trim().is_empty())
             {
-                self.deliver(task.id, "reply", scope, &entry.text, Receipts::Check)
+                let receipt = self
+                    .deliver(
+                        task.id,
+                        "reply",
+                        scope,
+                        &entry.text,
+                        Receipts::Check,
+                        Written::WithCompletion,
+                    )
                     .await?;
+                return Ok(Served { last_receipt: receipt });
             }
-            return Ok(());
+            return Ok(Served::default());
         }
         // A heartbeat shows no sign of life unless it has something to say.
         if scope.origin.quiet_limit().is_none()
@@ -262,31 +273,53 @@ impl Agent {
         }
         let Some(recorded) = recording(scope.origin, input, scope.actor.as_ref(), &outcome) else {
             info!("heartbeat: nothing needs attention; nothing sent or recorded");
-            return Ok(());
+            return Ok(Served::default());
         };
         for (index, notice) in outcome.notices.iter().enumerate() {
-            self.deliver(task.id, &format!("notice:{index}"), scope, notice, Receipts::Check)
-                .await?;
+            self.deliver(
+                task.id,
+                &format!("notice:{index}"),
+                scope,
+                notice,
+                Receipts::Check,
+                Written::Now,
+            )
+            .await?;
         }
-        let first = conversations
-            .record_turn(&scope.conversation.id, task.id, &recorded.entries)
-            .await
-            .map_err(Failure::store)?;
-        if recorded.explain
-            && let Ok(value) = serde_json::to_value(&outcome.accounting)
-            && let Err(err) = conversations
-                .put_state(EXPLAIN_SCOPE, scope.conversation.id.as_str(), &value)
-                .await
-        {
-            debug!(error = %err, "could not store prompt accounting");
+        // The prompt's accounting (for `herald explain`) goes with the
+        // record, in the same round trip.
+        let accounting = recorded
+            .explain
+            .then(|| serde_json::to_value(&outcome.accounting).ok())
+            .flatten();
+        let first = match &accounting {
+            Some(value) => {
+                let state = StateWrite {
+                    scope: EXPLAIN_SCOPE,
+                    key: scope.conversation.id.as_str(),
+                    value,
+                };
+                conversations
+                    .record_turn_with_state(&scope.conversation.id, task.id, &recorded.entries, state)
+                    .await
+            }
+            None => {
+                conversations
+                    .record_turn(&scope.conversation.id, task.id, &recorded.entries)
+                    .await
+            }
         }
+        .map_err(Failure::store)?;
         if let Some(text) = recorded.reply.filter(|t| !t.trim().is_empty()) {
             // The reply slot is sent only after its turn is recorded, so a
             // turn this attempt recorded first has no receipt to look for.
             let receipts = if first { Receipts::NoneYet } else { Receipts::Check };
-            self.deliver(task.id, "reply", scope, &text, receipts).await?;
+            let receipt = self
+                .deliver(task.id, "reply", scope, &text, receipts, Written::WithCompletion)
+                .await?;
+            return Ok(Served { last_receipt: receipt });
         }
-        Ok(())
+        Ok(Served::default())
     }
 
     /// A message's files read for its turn; `None` without files (or
@@ -326,6 +359,7 @@ impl Agent {
     }
 
     /// Sends one slot of a task's output once: skipped when a receipt exists.
+    /// Returns the receipt when it is to be written with the completion.
     async fn deliver(
         &self,
         task: TaskId,
@@ -333,7 +367,8 @@ impl Agent {
         scope: &TurnScope,
         text: &str,
         receipts: Receipts,
-    ) -> Result<(), Failure> {
+        written: Written,
+    ) -> Result<Option<DeliveryReceipt>, Failure> {
         let conversations = &self.parts.conversations;
         if receipts == Receipts::Check
             && conversations
@@ -343,7 +378,7 @@ impl Agent {
                 .is_some()
         {
             debug!(slot, "already delivered");
-            return Ok(());
+            return Ok(None);
         }
         let message = OutboundMessage {
             conversation: scope.conversation.clone(),
@@ -368,9 +403,21 @@ impl Agent {
             platform_message_ids: sent.platform_message_ids,
             delivered_at: chrono::Utc::now(),
         };
-        conversations.record_delivery(&receipt).await.map_err(Failure::store)?;
-        info!(slot, chars = text.chars().count(), "delivered");
-        Ok(())
+        match written {
+            Written::WithCompletion => {
+                debug!(
+                    slot,
+                    chars = text.chars().count(),
+                    "sent; the receipt goes with the completion"
+                );
+                Ok(Some(receipt))
+            }
+            Written::Now => {
+                conversations.record_delivery(&receipt).await.map_err(Failure::store)?;
+                info!(slot, chars = text.chars().count(), "delivered");
+                Ok(None)
+            }
+        }
     }
 
     /// Tells the user their message could not be handled, once.
@@ -385,6 +432,7 @@ impl Agent {
                 scope,
                 &self.parts.config.failure_notice,
                 Receipts::Check,
+                Written::Now,
             )
             .await
         {
@@ -430,6 +478,36 @@ impl Agent {
             files,
         }
     }
+}
+
+/// Completes a served task, with its last receipt when it has one.
+/// "delivered" is logged once a receipt is stored, as for every slot.
+async fn complete(queue: &dyn TaskQueue, lease: &Lease, served: Served) -> Result<(), StoreError> {
+    let Some(receipt) = served.last_receipt else {
+        return queue.complete(lease).await;
+    };
+    let completed = queue.complete_delivered(lease, &receipt).await;
+    if matches!(completed, Ok(()) | Err(StoreError::LeaseLost(_))) {
+        info!(slot = %receipt.slot, "delivered");
+    }
+    completed
+}
+
+/// What a served task leaves for its completion.
+#[derive(Debug, Default)]
+struct Served {
+    /// The receipt of its last message, written with the completion (one
+    /// round trip instead of two).
+    last_receipt: Option<DeliveryReceipt>,
+}
+
+/// When a slot's receipt is written: right after the send, or with the
+/// task's completion (the reply, the task's last send). Either way before
+/// the task is done, so a retry finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Written {
+    Now,
+    WithCompletion,
 }
 
 /// Whether a slot may have a receipt already, and must be looked up first.

@@ -2,9 +2,10 @@
 //!
 //! Polling is Herald's own loop over `getUpdates`, so each update is handed
 //! to the sink — stored on the queue — before the next `getUpdates` confirms
-//! it with a higher offset. The offset is also kept in the store, so a
-//! restart resumes where the last process stopped; an update accepted but
-//! not yet confirmed comes again and is recognised by its dedup key.
+//! it with a higher offset. The offset is also kept in the store (at most
+//! every second, and when polling stops), so a restart resumes where the
+//! last process stopped; an update accepted but not yet confirmed or stored
+//! comes again and is recognised by its dedup key.
 //!
 //! A webhook answers Telegram 200 only after the sink accepted the update;
 //! any other answer makes Telegram send it again.
@@ -30,6 +31,18 @@ use super::payload::{BotIdentity, CHANNEL, Classified, PayloadRules, classify};
 
 /// Where polling progress is kept in the store's state.
 const STATE_SCOPE: &str = "telegram";
+
+/// How often a moving offset is written to the store at most.
+const OFFSET_EVERY: Duration = Duration::from_secs(1);
+
+/// The polling offset, and what of it the store has.
+struct KeptOffset {
+    key: String,
+    /// The next getUpdates' offset: one past the last update accepted.
+    offset: Option<i32>,
+    stored: Option<i32>,
+    stored_at: Option<std::time::Instant>,
+}
 
 /// The webhook settings the ingress needs, copied out of the config.
 pub struct WebhookSettings {
@@ -112,7 +125,7 @@ impl TelegramIngress {
             return Ok(());
         }
         let key = format!("offset:{}", bot.id);
-        let mut offset = match self.stored_offset(&key).await {
+        let offset = match self.stored_offset(&key).await {
             Ok(offset) => offset,
             Err(err) => {
                 warn!(error = %err, "could not read the stored update offset; Telegram's own confirmation state is used");
@@ -122,10 +135,31 @@ impl TelegramIngress {
         info!(bot = %bot.username, ?offset, "polling Telegram for updates");
         // getMe and deleteWebhook answered: the bot is connected until a
         // poll says otherwise.
+        sink.connected(&ChannelName::new(CHANNEL), true);
+        let mut kept = KeptOffset {
+            key,
+            offset,
+            stored: offset,
+            stored_at: None,
+        };
+        let result = self.poll_updates(&bot, sink, &shutdown, &mut kept).await;
+        // What the last polls accepted, kept for the next process.
+        self.store_offset(&mut kept, true).await;
+        result
+    }
+
+    /// The polling loop; `kept` follows the offset it confirms.
+    async fn poll_updates(
+        &self,
+        bot: &BotIdentity,
+        sink: Arc<dyn InboundSink>,
+        shutdown: &CancellationToken,
+        kept: &mut KeptOffset,
+    ) -> Result<(), ChannelError> {
         let channel = ChannelName::new(CHANNEL);
-        sink.connected(&channel, true);
         let mut retry = Retry::new(PERSIST);
         loop {
+            let offset = kept.offset;
             let updates = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 updates = self.api.updates(offset, self.poll_timeout, self.allowed_updates()) => updates,
@@ -134,12 +168,12 @@ impl TelegramIngress {
             let err = match updates {
                 Ok(updates) => {
                     retry.succeeded();
-                    if !self.deliver_all(&updates, &bot, sink.as_ref(), &shutdown).await {
+                    if !self.deliver_all(&updates, bot, sink.as_ref(), shutdown).await {
                         return Ok(());
                     }
                     if let Some(last) = updates.last() {
-                        offset = i32::try_from(u64::from(last.id.0) + 1).ok();
-                        self.store_offset(&key, offset).await;
+                        kept.offset = i32::try_from(u64::from(last.id.0) + 1).ok();
+                        self.store_offset(kept, false).await;
                     }
                     continue;
                 }
@@ -163,7 +197,7 @@ impl TelegramIngress {
                 class => class,
             };
             warn!(error = %err, "getUpdates failed; polling again after a pause");
-            if !retry.wait(class, &shutdown).await {
+            if !retry.wait(class, shutdown).await {
                 return Ok(());
             }
         }
@@ -186,13 +220,24 @@ impl TelegramIngress {
         true
     }
 
-    async fn store_offset(&self, key: &str, offset: Option<i32>) {
-        if let (Some(next), Some(store)) = (offset, &self.store)
-            && let Err(err) = store.put_state(STATE_SCOPE, key, &serde_json::json!(next)).await
-        {
-            // The next getUpdates confirms anyway; a restart before it
-            // would see these updates again and drop them as duplicates.
-            warn!(error = %err, "could not store the update offset");
+    /// Stores the offset when it moved, at most every [`OFFSET_EVERY`]
+    /// unless `now`: a write per poll would be a store round trip per
+    /// message at a light load. The next getUpdates confirms the updates
+    /// with Telegram anyway; a process killed before its write comes back
+    /// to at most that long of updates, which the queue drops as
+    /// duplicates.
+    async fn store_offset(&self, kept: &mut KeptOffset, now: bool) {
+        let Some(store) = &self.store else { return };
+        let Some(next) = kept.offset.filter(|next| kept.stored != Some(*next)) else {
+            return;
+        };
+        if !now && kept.stored_at.is_some_and(|at| at.elapsed() < OFFSET_EVERY) {
+            return;
+        }
+        kept.stored_at = Some(std::time::Instant::now());
+        match store.put_state(STATE_SCOPE, &kept.key, &serde_json::json!(next)).await {
+            Ok(()) => kept.stored = Some(next),
+            Err(err) => warn!(error = %err, "could not store the update offset"),
         }
     }
 

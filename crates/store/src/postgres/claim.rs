@@ -14,7 +14,7 @@
 //!   are final.
 //! - A claimer's snapshot cannot hold a conversation's later task without its
 //!   earlier one: enqueue locks the conversation row before it takes a task id
-//!   (`sql::UPSERT_CONVERSATION`), so one conversation's ids follow commit order.
+//!   (`sql::insert_task`), so one conversation's ids follow commit order.
 //!
 //! SKIP LOCKED also means a head that another worker is claiming right now
 //! does not make this claim wait: it moves on to the next conversation. The

@@ -11,6 +11,7 @@
 //! from the queries; it wakes the local waiters on every notification and
 //! after every reconnect (notifications sent meanwhile are lost).
 
+mod batched;
 mod claim;
 mod listener;
 
@@ -87,6 +88,12 @@ impl Engine for PgEngine {
     const NAME: &'static str = "postgres";
     const CLAIM: &'static str = claim::CLAIM;
     const PENDING: &'static str = claim::PENDING;
+    const ENQUEUE: &'static str = batched::ENQUEUE;
+    const COMPLETE_DELIVERED: &'static str = batched::COMPLETE_DELIVERED;
+
+    fn record_turn_and_state(rows: usize) -> Option<&'static str> {
+        batched::record_turn_and_state(rows)
+    }
     const LIVENESS_CAN_BE_LOST: bool = true;
 
     fn reads(&self) -> &PgPool {

@@ -23,6 +23,7 @@
 //! connection would otherwise see its own empty database once the last
 //! connection to it closed.
 
+mod batched;
 mod claim;
 mod files;
 #[cfg(test)]
@@ -101,6 +102,12 @@ impl Engine for SqliteEngine {
     const NAME: &'static str = "sqlite";
     const CLAIM: &'static str = claim::CLAIM;
     const PENDING: &'static str = claim::PENDING;
+    const ENQUEUE: &'static str = batched::ENQUEUE;
+    const COMPLETE_DELIVERED: &'static str = batched::COMPLETE_DELIVERED;
+
+    fn record_turn_and_state(rows: usize) -> Option<&'static str> {
+        batched::record_turn_and_state(rows)
+    }
     const LIVENESS_CAN_BE_LOST: bool = false;
 
     fn reads(&self) -> &SqlitePool {

@@ -44,14 +44,8 @@ async fn stats_and_prune_never_scan_a_whole_table() {
         (
             "prune tasks",
             prune::PRUNE_TASKS,
-            &[1, 500][..],
+            &[1, 1, 500][..],
             &["tasks_finished"][..],
-        ),
-        (
-            "prune dedup keys",
-            prune::PRUNE_DEDUP_KEYS,
-            &[1, 500][..],
-            &["inbound_dedup_by_age"][..],
         ),
     ] {
         let plan = plan(&engine, statement, ints).await;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use herald_core::{ClaimFilter, ConversationId, Enqueued, TaskId};
+use herald_core::{ClaimFilter, ConversationId, DeliveryReceipt, Enqueued, TaskId};
 use herald_store::{QueueConfig, Storage};
 use tokio::time::timeout;
 
@@ -205,10 +205,24 @@ pub async fn an_idle_worker_wakes_when_a_head_finishes(h: Harness) {
         queue.complete(&first).await.unwrap();
     })
     .await;
-    assert_eq!(
-        text(&queue.claim(&ClaimFilter::any()).await.unwrap().unwrap()),
-        "second"
-    );
+    let second = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    assert_eq!(text(&second), "second");
+
+    // Completing with the reply's receipt wakes the same way.
+    queue.enqueue(message("test:ann", "third")).await.unwrap();
+    let _ = timeout(Duration::from_secs(5), queue.wait_for_work(Duration::from_secs(3600))).await;
+    let receipt = DeliveryReceipt {
+        task: second.task.id,
+        slot: "reply".into(),
+        conversation: ConversationId::new("test:ann"),
+        platform_message_ids: vec!["m2".into()],
+        delivered_at: super::start_time(),
+    };
+    assert_wakes(&h.storage, async {
+        queue.complete_delivered(&second, &receipt).await.unwrap();
+    })
+    .await;
+    assert_eq!(text(&queue.claim(&ClaimFilter::any()).await.unwrap().unwrap()), "third");
 }
 
 pub async fn an_idle_worker_wakes_when_a_retry_is_due(h: Harness) {

@@ -29,6 +29,16 @@ pub fn texts(entries: &[HistoryEntry]) -> Vec<&str> {
 }
 
 /// Enqueues a message to `test:ann` and records a question and an answer for it.
+/// A task of `test:ann`, queued and not recorded.
+async fn queue_turn(h: &Harness, question: &str) -> TaskId {
+    h.storage
+        .queue()
+        .enqueue(message("test:ann", question))
+        .await
+        .unwrap()
+        .task_id()
+}
+
 async fn turn(h: &Harness, question: &str) -> TaskId {
     let queue = h.storage.queue();
     let id = queue.enqueue(message("test:ann", question)).await.unwrap().task_id();
@@ -121,6 +131,122 @@ pub async fn deliveries_are_recorded_once_per_slot(h: Harness) {
         "the first receipt stands"
     );
     assert_eq!(store.delivery(id, "notice").await.unwrap(), None);
+}
+
+/// The reply's receipt goes with the completion: both are kept, and when
+/// the lease was lost meanwhile the receipt still is (the message went out)
+/// while the completion is refused.
+pub async fn the_last_receipt_is_written_with_the_completion(h: Harness) {
+    let queue = h.storage.queue();
+    let store = h.storage.conversations();
+    queue.enqueue(message("test:ann", "question")).await.unwrap();
+    let lease = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    let receipt = |task: TaskId, id: &str| DeliveryReceipt {
+        task,
+        slot: "reply".into(),
+        conversation: ConversationId::new("test:ann"),
+        platform_message_ids: vec![id.into()],
+        delivered_at: super::start_time(),
+    };
+    queue
+        .complete_delivered(&lease, &receipt(lease.task.id, "m1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.delivery(lease.task.id, "reply").await.unwrap(),
+        Some(receipt(lease.task.id, "m1"))
+    );
+    assert_eq!(queue.stats().await.unwrap().leased, 0, "the task is done");
+    assert!(queue.claim(&ClaimFilter::any()).await.unwrap().is_none());
+
+    // A lease that expired and went to another worker.
+    queue.enqueue(message("test:ann", "second")).await.unwrap();
+    let stale = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    h.advance(Duration::from_secs(61));
+    let current = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    assert_eq!(current.task.id, stale.task.id);
+    let refused = queue.complete_delivered(&stale, &receipt(stale.task.id, "m2")).await;
+    assert!(
+        matches!(refused, Err(herald_core::StoreError::LeaseLost(_))),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store.delivery(stale.task.id, "reply").await.unwrap(),
+        Some(receipt(stale.task.id, "m2")),
+        "the receipt of what was sent is kept"
+    );
+    assert_eq!(queue.stats().await.unwrap().leased, 1, "the new holder still has it");
+    queue
+        .complete_delivered(&current, &receipt(current.task.id, "m3"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.delivery(current.task.id, "reply").await.unwrap(),
+        Some(receipt(stale.task.id, "m2")),
+        "the first receipt of a slot stands"
+    );
+    // A receipt of another task completes nothing.
+    queue.enqueue(message("test:bob", "third")).await.unwrap();
+    let lease = queue.claim(&ClaimFilter::any()).await.unwrap().unwrap();
+    assert!(
+        queue
+            .complete_delivered(&lease, &receipt(TaskId(lease.task.id.0 + 1), "m4"))
+            .await
+            .is_err()
+    );
+    assert_eq!(queue.stats().await.unwrap().leased, 1);
+}
+
+/// A turn and the prompt's accounting are written together; a second
+/// recording of the task writes no entries but still the newer value.
+pub async fn a_turn_is_recorded_with_a_state_value(h: Harness) {
+    let id = queue_turn(&h, "question").await;
+    let store = h.storage.conversations();
+    let ann = ConversationId::new("test:ann");
+    let write = |value: &'static serde_json::Value| herald_core::StateWrite {
+        scope: "explain",
+        key: "test:ann",
+        value,
+    };
+    static FIRST: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| json!({"tokens": 10}));
+    static SECOND: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| json!({"tokens": 20}));
+    assert!(
+        store
+            .record_turn_with_state(&ann, id, &[user("question"), assistant("answer")], write(&FIRST))
+            .await
+            .unwrap(),
+        "the first recording writes the turn"
+    );
+    assert_eq!(
+        store.get_state("explain", "test:ann").await.unwrap(),
+        Some(json!({"tokens": 10}))
+    );
+    assert!(
+        !store
+            .record_turn_with_state(&ann, id, &[user("question"), assistant("other")], write(&SECOND))
+            .await
+            .unwrap(),
+        "a second recording of the task writes no turn"
+    );
+    assert_eq!(texts(&store.task_entries(id).await.unwrap()), ["question", "answer"]);
+    assert_eq!(
+        store.get_state("explain", "test:ann").await.unwrap(),
+        Some(json!({"tokens": 20}))
+    );
+    // Longer than one statement takes: the same, in a transaction.
+    let long = queue_turn(&h, "long").await;
+    let entries: Vec<NewHistoryEntry> = (0..6).map(|i| user(&format!("entry {i}"))).collect();
+    assert!(
+        store
+            .record_turn_with_state(&ann, long, &entries, write(&FIRST))
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.task_entries(long).await.unwrap().len(), 6);
+    assert_eq!(
+        store.get_state("explain", "test:ann").await.unwrap(),
+        Some(json!({"tokens": 10}))
+    );
 }
 
 pub async fn state_is_kept_by_scope_and_key(h: Harness) {

@@ -117,6 +117,8 @@ macro_rules! backend_suite {
             conversations::history_is_the_newest_entries_oldest_first,
             conversations::a_turn_is_recorded_once,
             conversations::deliveries_are_recorded_once_per_slot,
+            conversations::the_last_receipt_is_written_with_the_completion,
+            conversations::a_turn_is_recorded_with_a_state_value,
             conversations::state_is_kept_by_scope_and_key,
             conversations::the_conversation_ref_is_the_latest_enqueued,
             conversations::a_restart_keeps_history_and_queued_tasks,
