@@ -127,6 +127,19 @@ pub trait ConversationStore: Send + Sync {
     /// The newest `limit` entries of a conversation, oldest first.
     async fn history(&self, conversation: &ConversationId, limit: usize) -> Result<Vec<HistoryEntry>, StoreError>;
 
+    /// [`ConversationStore::history`] and the conversation's value in a
+    /// state scope (keyed by the conversation id), in one round trip where
+    /// the store can.
+    async fn history_and_state(
+        &self,
+        conversation: &ConversationId,
+        limit: usize,
+        scope: &str,
+    ) -> Result<(Vec<HistoryEntry>, Option<serde_json::Value>), StoreError> {
+        let history = self.history(conversation, limit).await?;
+        Ok((history, self.get_state(scope, conversation.as_str()).await?))
+    }
+
     /// Where a conversation lives, as its latest queued task described it.
     async fn conversation(&self, id: &ConversationId) -> Result<Option<ConversationRef>, StoreError>;
 

@@ -119,6 +119,27 @@ pub trait Toolbox: Send + Sync {
     /// `scope.origin` is a person.
     async fn prepare(&self, scope: &TurnScope, user_text: Option<&str>) -> TurnPreparation;
 
+    /// The state scope, keyed by conversation id, that [`Toolbox::prepare`]
+    /// reads for every turn (the skills active in the conversation). The
+    /// agent then reads it with the conversation's history, in one round
+    /// trip, and calls [`Toolbox::prepare_with`] instead.
+    fn conversation_state_scope(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// [`Toolbox::prepare`] with the conversation's value of
+    /// [`Toolbox::conversation_state_scope`] read already (`None`: none is
+    /// stored).
+    async fn prepare_with(
+        &self,
+        scope: &TurnScope,
+        user_text: Option<&str>,
+        state: Option<serde_json::Value>,
+    ) -> TurnPreparation {
+        let _ = state;
+        self.prepare(scope, user_text).await
+    }
+
     /// Runs one tool call. `occurrence` counts the calls of this turn with
     /// the same tool and the same (canonical) arguments, this one included:
     /// with the task, the tool and the arguments it names a call whatever

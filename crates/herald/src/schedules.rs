@@ -85,23 +85,47 @@ fn cancelled(cancelled: Result<Listed, ScheduleError>) -> String {
     }
 }
 
+impl ScheduleCommands {
+    /// The answer to a `/schedule` command from a person, if the text is one.
+    async fn command_reply(&self, scope: &TurnScope, user_text: Option<&str>) -> Option<TurnPreparation> {
+        if !scope.origin.is_person() {
+            return None;
+        }
+        let reply = match user_text.and_then(parse_schedule_command)? {
+            Err(usage) => usage,
+            Ok(command) if scope.is_admin => self.answer(scope, command).await,
+            Ok(command) => self.answer_own(scope, command).await,
+        };
+        Some(TurnPreparation {
+            direct_reply: Some(reply),
+            ..TurnPreparation::default()
+        })
+    }
+}
+
 #[async_trait]
 impl Toolbox for ScheduleCommands {
     async fn prepare(&self, scope: &TurnScope, user_text: Option<&str>) -> TurnPreparation {
-        if scope.origin.is_person()
-            && let Some(parsed) = user_text.and_then(parse_schedule_command)
-        {
-            let reply = match parsed {
-                Err(usage) => usage,
-                Ok(command) if scope.is_admin => self.answer(scope, command).await,
-                Ok(command) => self.answer_own(scope, command).await,
-            };
-            return TurnPreparation {
-                direct_reply: Some(reply),
-                ..TurnPreparation::default()
-            };
+        match self.command_reply(scope, user_text).await {
+            Some(reply) => reply,
+            None => self.inner.prepare(scope, user_text).await,
         }
-        self.inner.prepare(scope, user_text).await
+    }
+
+    fn conversation_state_scope(&self) -> Option<&'static str> {
+        self.inner.conversation_state_scope()
+    }
+
+    async fn prepare_with(
+        &self,
+        scope: &TurnScope,
+        user_text: Option<&str>,
+        state: Option<serde_json::Value>,
+    ) -> TurnPreparation {
+        match self.command_reply(scope, user_text).await {
+            Some(reply) => reply,
+            None => self.inner.prepare_with(scope, user_text, state).await,
+        }
     }
 
     async fn invoke(&self, scope: &TurnScope, call: &ToolCall, occurrence: u32) -> ToolOutput {

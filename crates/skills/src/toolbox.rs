@@ -222,9 +222,15 @@ impl SkillToolbox {
     }
 }
 
-#[async_trait]
-impl Toolbox for SkillToolbox {
-    async fn prepare(&self, scope: &TurnScope, user_text: Option<&str>) -> TurnPreparation {
+impl SkillToolbox {
+    /// A turn's preparation; `active` is the conversation's stored active
+    /// set when the agent read it with the history (`prepare_with`).
+    async fn prepare_turn(
+        &self,
+        scope: &TurnScope,
+        user_text: Option<&str>,
+        active: Option<Option<serde_json::Value>>,
+    ) -> TurnPreparation {
         self.catalog.rescan_if_due().await;
         let is_admin = self.is_admin(scope);
         // Commands come from people: an instruction someone scheduled (the
@@ -241,7 +247,27 @@ impl Toolbox for SkillToolbox {
                 ..TurnPreparation::default()
             };
         }
-        activation::prepare_turn(&self.catalog, &self.services, scope, is_admin, user_text).await
+        activation::prepare_turn(&self.catalog, &self.services, scope, is_admin, user_text, active).await
+    }
+}
+
+#[async_trait]
+impl Toolbox for SkillToolbox {
+    async fn prepare(&self, scope: &TurnScope, user_text: Option<&str>) -> TurnPreparation {
+        self.prepare_turn(scope, user_text, None).await
+    }
+
+    fn conversation_state_scope(&self) -> Option<&'static str> {
+        Some(crate::state::ACTIVE)
+    }
+
+    async fn prepare_with(
+        &self,
+        scope: &TurnScope,
+        user_text: Option<&str>,
+        state: Option<serde_json::Value>,
+    ) -> TurnPreparation {
+        self.prepare_turn(scope, user_text, Some(state)).await
     }
 
     async fn invoke(&self, scope: &TurnScope, call: &ToolCall, occurrence: u32) -> ToolOutput {

@@ -31,6 +31,30 @@ impl<E: Engine> ConversationStore for Store<E> {
         found.iter().map(rows::history_entry).collect()
     }
 
+    async fn history_and_state(
+        &self,
+        conversation: &ConversationId,
+        limit: usize,
+        scope: &str,
+    ) -> Result<(Vec<HistoryEntry>, Option<serde_json::Value>), StoreError> {
+        let found = Statement::<E::Db>::new(sql::HISTORY_AND_STATE)
+            .text(conversation.as_str())
+            .int(i64::try_from(limit).unwrap_or(i64::MAX))
+            .text(scope)
+            .fetch_all(self.engine.reads())
+            .await?;
+        let mut history = Vec::with_capacity(found.len());
+        let mut state = None;
+        for row in &found {
+            match row.opt_text("value")? {
+                Some(value) => state = Some(rows::state_value(&value)?),
+                None => history.push(rows::history_entry(row)?),
+            }
+        }
+        history.sort_by_key(|entry| entry.id);
+        Ok((history, state))
+    }
+
     async fn conversation(&self, id: &ConversationId) -> Result<Option<ConversationRef>, StoreError> {
         let row = Statement::<E::Db>::new(sql::CONVERSATION)
             .text(id.as_str())

@@ -69,8 +69,13 @@ impl<E: Engine> Store<E> {
         Ok(())
     }
 
+    /// How long until a task becomes due by itself: as the last empty claim
+    /// found it when nothing woke the workers since, or read now.
     async fn next_due(&self) -> Option<Duration> {
         let now = self.now();
+        if let Some(due) = self.wakeup.remembered_due() {
+            return rows::until(now, due);
+        }
         let due = Statement::<E::Db>::new(sql::NEXT_DUE)
             .int(now)
             .fetch_one(self.engine.reads())
@@ -143,18 +148,26 @@ impl<E: Engine> TaskQueue for Store<E> {
         let token = liveness::token(&holder);
         let expires_at = rows::later(now, self.queue.lease);
         let statement = Statement::new(E::CLAIM).text(&token).int(expires_at).int(now);
-        let row = E::bind_filter(statement, filter)
+        let generation = self.wakeup.generation();
+        let rows = E::bind_filter(statement, filter)
             .text(&holder.id)
-            .fetch_optional(self.engine.writes())
+            .fetch_all(self.engine.writes())
             .await?;
-        let Some(row) = row else { return Ok(None) };
+        let row = match rows.first() {
+            None => return Ok(None),
+            Some(row) if row.has("due") => {
+                self.wakeup.remember_due(generation, row.opt_int("due")?);
+                return Ok(None);
+            }
+            Some(row) => row,
+        };
         // The holder lost its lock while claiming: the task is left to the
         // takeover of dead holders' tasks (this process's own included).
         if !self.liveness.vouches(&token) {
             return Ok(None);
         }
         Ok(Some(Lease {
-            task: rows::task(&row)?,
+            task: rows::task(row)?,
             token,
             expires_at: from_millis(expires_at),
         }))

@@ -82,16 +82,28 @@ UPDATE tasks SET state = 'queued', attempts = attempts - 1, run_at = $1, lease_t
 WHERE id = $2 AND lease_token = $3 AND state = 'leased'";
 
 /// When the next conversation head becomes claimable by itself: a queued
-/// head's `run_at` or a leased head's expiry, whichever comes first after now.
-/// Tasks behind a head do not count: they wait for the head, not the clock.
-pub(crate) const NEXT_DUE: &str = "\
-SELECT MIN(CASE WHEN t.state = 'queued' THEN t.run_at ELSE t.lease_expires_at END) AS due
+/// head's `run_at` or a leased head's expiry, whichever comes first after
+/// now (the parameter named). Tasks behind a head do not count: they wait
+/// for the head, not the clock.
+macro_rules! next_due {
+    ($now:literal) => {
+        concat!(
+            "SELECT MIN(CASE WHEN t.state = 'queued' THEN t.run_at ELSE t.lease_expires_at END) AS due
 FROM tasks t
 WHERE t.state IN ('queued', 'leased')
-  AND (CASE WHEN t.state = 'queued' THEN t.run_at ELSE t.lease_expires_at END) > $1
+  AND (CASE WHEN t.state = 'queued' THEN t.run_at ELSE t.lease_expires_at END) > ",
+            $now,
+            "
   AND NOT EXISTS (
       SELECT 1 FROM tasks e
-      WHERE e.conversation_id = t.conversation_id AND e.state IN ('queued', 'leased') AND e.id < t.id)";
+      WHERE e.conversation_id = t.conversation_id AND e.state IN ('queued', 'leased') AND e.id < t.id)"
+        )
+    };
+}
+pub(crate) use next_due;
+
+/// [`next_due!`] after `$1`.
+pub(crate) const NEXT_DUE: &str = next_due!("$1");
 
 /// Reads only unfinished tasks (through their partial indexes) and the dead
 /// ones (through `tasks_finished`), never the done ones, however many the
@@ -109,6 +121,15 @@ pub(crate) const HISTORY: &str = "\
 SELECT id, task_id, role, actor, text, at FROM (
     SELECT id, task_id, role, actor, text, at FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2
 ) AS newest ORDER BY id";
+
+/// [`HISTORY`] and, as the one row with a `value`, the conversation's
+/// state in scope `$3`. Rows come in no order.
+pub(crate) const HISTORY_AND_STATE: &str = "\
+SELECT id, task_id, role, actor, text, at, NULL AS value FROM (
+    SELECT id, task_id, role, actor, text, at FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2
+) AS newest
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, value FROM state WHERE scope = $3 AND key = $1";
 
 pub(crate) const TASK_ENTRIES: &str =
     "SELECT id, task_id, role, actor, text, at FROM messages WHERE task_id = $1 ORDER BY seq";

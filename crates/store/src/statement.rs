@@ -130,6 +130,9 @@ pub(crate) trait Columns: Row {
     fn text(&self, column: &str) -> Result<String, StoreError>;
     fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError>;
     fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError>;
+    /// Whether the row has `column` (a statement of several returns rows
+    /// of several shapes).
+    fn has(&self, column: &str) -> bool;
 }
 
 impl<R> Columns for R
@@ -158,6 +161,10 @@ where
 
     fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError> {
         self.try_get(column).map_err(error::db)
+    }
+
+    fn has(&self, column: &str) -> bool {
+        self.columns().iter().any(|c| sqlx::Column::name(c) == column)
     }
 }
 

@@ -3,7 +3,8 @@
 //! the next task of that conversation moves up.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -13,6 +14,12 @@ pub(crate) struct Wakeup {
     notify: Notify,
     /// Workers registered as waiting right now.
     waiting: AtomicUsize,
+    /// Wake-ups so far.
+    generation: AtomicU64,
+    /// When the next task becomes due by itself (unix ms, `None`: no such
+    /// task), as an empty claim found it, and the wake-ups at that claim's
+    /// start: good until the next wake-up.
+    due: Mutex<Option<(u64, Option<i64>)>>,
 }
 
 impl Wakeup {
@@ -22,10 +29,32 @@ impl Wakeup {
     /// wake-up costs an empty claim and a read of the next due time, so
     /// none is left when a waiter took this one (it claims next anyway).
     pub(crate) fn wake(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         self.notify.notify_waiters();
         if self.waiting.load(Ordering::SeqCst) == 0 {
             self.notify.notify_one();
         }
+    }
+
+    /// The wake-ups so far, taken before a claim that may report the next
+    /// due time ([`Wakeup::remember_due`]).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Keeps the next due time an empty claim read, as of `generation`
+    /// (taken before that claim): the wait after it needs no read of its own.
+    pub(crate) fn remember_due(&self, generation: u64, due: Option<i64>) {
+        *self.due.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((generation, due));
+    }
+
+    /// The next due time remembered, unless a wake-up came since the claim
+    /// that read it (something may have become due sooner).
+    pub(crate) fn remembered_due(&self) -> Option<Option<i64>> {
+        let remembered = *self.due.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        remembered
+            .filter(|(generation, _)| *generation == self.generation())
+            .map(|(_, due)| due)
     }
 
     /// Sleeps until woken or for `cap`, shortened to `next_due` (the time
@@ -108,6 +137,23 @@ mod tests {
             Duration::from_secs(60),
             "the second wait sleeps: the wake-up was taken"
         );
+    }
+
+    #[test]
+    fn a_remembered_due_time_holds_until_the_next_wake_up() {
+        let wakeup = Wakeup::default();
+        assert_eq!(wakeup.remembered_due(), None, "nothing read yet");
+        let before = wakeup.generation();
+        wakeup.remember_due(before, Some(5_000));
+        assert_eq!(wakeup.remembered_due(), Some(Some(5_000)));
+        wakeup.remember_due(before, None);
+        assert_eq!(wakeup.remembered_due(), Some(None), "no task is due later");
+        wakeup.wake();
+        assert_eq!(wakeup.remembered_due(), None, "a wake-up may bring something sooner");
+        // A claim that started before a wake-up read a time that may be stale.
+        let stale = before;
+        wakeup.remember_due(stale, Some(9_000));
+        assert_eq!(wakeup.remembered_due(), None);
     }
 
     #[tokio::test(start_paused = true)]

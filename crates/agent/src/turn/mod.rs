@@ -38,6 +38,10 @@ pub struct TurnRequest<'a> {
     pub max_identical_calls: u32,
     /// The message's images and document text, for the model only.
     pub attachments: Option<&'a TurnAttachments>,
+    /// The conversation's value of the toolbox's
+    /// [`Toolbox::conversation_state_scope`], when it was read with the
+    /// history (inside: `None` when none is stored).
+    pub toolbox_state: Option<Option<serde_json::Value>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,7 +103,10 @@ pub async fn run_turn(
     toolbox: &dyn Toolbox,
     request: TurnRequest<'_>,
 ) -> Result<TurnOutcome, TurnError> {
-    let preparation = toolbox.prepare(request.scope, request.input).await;
+    let preparation = match &request.toolbox_state {
+        Some(state) => toolbox.prepare_with(request.scope, request.input, state.clone()).await,
+        None => toolbox.prepare(request.scope, request.input).await,
+    };
     let mut outcome = TurnOutcome {
         text: String::new(),
         notices: preparation.notices,

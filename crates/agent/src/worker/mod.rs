@@ -225,10 +225,26 @@ impl Agent {
         // and whether an earlier attempt recorded this turn. A task is its
         // conversation's head (no later task of it has run), so its own
         // entries, if any, are the newest of the conversation.
-        let history = conversations
-            .history(&scope.conversation.id, parts.config.history_limit)
-            .await
-            .map_err(Failure::store)?;
+        // The toolbox's per-conversation state (the active skills) comes
+        // along in the same round trip.
+        let conversation = &scope.conversation.id;
+        let limit = parts.config.history_limit;
+        let (history, toolbox_state) = match parts.toolbox.conversation_state_scope() {
+            Some(state_scope) => {
+                let (history, state) = conversations
+                    .history_and_state(conversation, limit, state_scope)
+                    .await
+                    .map_err(Failure::store)?;
+                (history, Some(state))
+            }
+            None => (
+                conversations
+                    .history(conversation, limit)
+                    .await
+                    .map_err(Failure::store)?,
+                None,
+            ),
+        };
         let (earlier, recorded) = split_recorded(history, task.id);
         if !recorded.is_empty() {
             info!("turn was recorded before; delivering the recorded reply");
@@ -266,7 +282,9 @@ impl Agent {
             images: p.images.clone(),
             documents: p.documents.clone(),
         });
-        let mut outcome = self.run(scope, &earlier, input, turn_files.as_ref()).await?;
+        let mut outcome = self
+            .run(scope, &earlier, input, turn_files.as_ref(), toolbox_state)
+            .await?;
         if let Some(prepared) = &prepared {
             outcome.accounting.transcripts = prepared.transcripts;
             outcome.notices.splice(0..0, prepared.notices.iter().cloned());
@@ -339,9 +357,11 @@ impl Agent {
         history: &[HistoryEntry],
         input: Option<&str>,
         attachments: Option<&TurnAttachments>,
+        toolbox_state: Option<Option<serde_json::Value>>,
     ) -> Result<TurnOutcome, Failure> {
         let parts = &self.parts;
         let request = TurnRequest {
+            toolbox_state,
             scope,
             system_prompt: &parts.config.system_prompt,
             history,

@@ -32,13 +32,18 @@ pub(crate) async fn prepare_turn(
     scope: &TurnScope,
     is_admin: bool,
     user_text: Option<&str>,
+    stored: Option<Option<serde_json::Value>>,
 ) -> TurnPreparation {
     let mut view = catalog.view(is_admin);
     let store = services.store.as_ref();
     let conversation = &scope.conversation.id;
     let mut preparation = TurnPreparation::default();
 
-    let loaded = load_active(store, conversation).await;
+    // Read with the history when the agent could; otherwise here.
+    let loaded = match stored {
+        Some(stored) => parse_active(conversation, stored),
+        None => load_active(store, conversation).await,
+    };
     let mut active = loaded.as_ref().cloned().unwrap_or_else(|err| {
         tracing::warn!(error = %err, conversation = %conversation, "active skills unreadable; starting empty");
         ActiveSkills::default()
@@ -199,7 +204,15 @@ pub(crate) async fn load_active(
     store: &dyn ConversationStore,
     conversation: &ConversationId,
 ) -> Result<ActiveSkills, StoreError> {
-    match store.get_state(state::ACTIVE, conversation.as_str()).await? {
+    parse_active(
+        conversation,
+        store.get_state(state::ACTIVE, conversation.as_str()).await?,
+    )
+}
+
+/// A conversation's active set as stored (`None`: never stored, empty).
+fn parse_active(conversation: &ConversationId, stored: Option<serde_json::Value>) -> Result<ActiveSkills, StoreError> {
+    match stored {
         Some(value) => serde_json::from_value(value)
             .map_err(|err| StoreError::Corrupt(format!("active skills of {conversation}: {err}"))),
         None => Ok(ActiveSkills::default()),

@@ -88,6 +88,40 @@ pub async fn history_is_the_newest_entries_oldest_first(h: Harness) {
     assert!(store.history(&conversation, 0).await.unwrap().is_empty());
 }
 
+/// History and one state value of the conversation, read together: the
+/// same history as alone, and the value of that scope and conversation only.
+pub async fn history_comes_with_the_conversations_state(h: Harness) {
+    for question in ["one", "two", "three"] {
+        turn(&h, question).await;
+    }
+    let store = h.storage.conversations();
+    let ann = ConversationId::new("test:ann");
+    let (history, state) = store.history_and_state(&ann, 4, "active_skills").await.unwrap();
+    assert_eq!(texts(&history), texts(&store.history(&ann, 4).await.unwrap()));
+    assert_eq!(texts(&history), ["two", "re: two", "three", "re: three"]);
+    assert_eq!(state, None, "nothing stored yet");
+
+    store
+        .put_state("active_skills", "test:ann", &json!(["notes"]))
+        .await
+        .unwrap();
+    store
+        .put_state("active_skills", "test:bob", &json!(["other"]))
+        .await
+        .unwrap();
+    store.put_state("elsewhere", "test:ann", &json!("no")).await.unwrap();
+    let (history, state) = store.history_and_state(&ann, 100, "active_skills").await.unwrap();
+    assert_eq!(history.len(), 6);
+    assert!(history.windows(2).all(|pair| pair[0].id < pair[1].id), "oldest first");
+    assert_eq!(state, Some(json!(["notes"])));
+    let (history, state) = store
+        .history_and_state(&ConversationId::new("test:bob"), 10, "active_skills")
+        .await
+        .unwrap();
+    assert!(history.is_empty());
+    assert_eq!(state, Some(json!(["other"])), "a state without history");
+}
+
 pub async fn a_turn_is_recorded_once(h: Harness) {
     let id = turn(&h, "question").await;
     let store = h.storage.conversations();

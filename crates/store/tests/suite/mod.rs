@@ -116,6 +116,7 @@ macro_rules! backend_suite {
             concurrency::an_idle_worker_sees_work_from_another_process,
             conversations::history_is_the_newest_entries_oldest_first,
             conversations::a_turn_is_recorded_once,
+            conversations::history_comes_with_the_conversations_state,
             conversations::deliveries_are_recorded_once_per_slot,
             conversations::the_last_receipt_is_written_with_the_completion,
             conversations::a_turn_is_recorded_with_a_state_value,
