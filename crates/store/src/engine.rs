@@ -33,8 +33,9 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// Leases the next claimable task: `$1` the lease token, `$2` its expiry,
     /// `$3` now, `$4`/`$5` the filter's channel and conversation lists (see
     /// [`Engine::bind_filter`]), `$6` the holder id; returns the columns of
-    /// `sql::task_columns!`. An engine may answer an empty claim with a row
-    /// of one column, `due` (`sql::next_due!` as of `$3`). Run with `fetch_all`.
+    /// `sql::task_columns!`. An engine may add a row of one column, `due`
+    /// (`sql::next_due!` as of `$3`), when nothing more is claimable for the
+    /// filter after this claim. Run with `fetch_all`.
     const CLAIM: &'static str;
 
     /// Whether a live process can lose its liveness lock (PostgreSQL: with

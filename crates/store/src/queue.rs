@@ -73,7 +73,7 @@ impl<E: Engine> Store<E> {
     /// found it when nothing woke the workers since, or read now.
     async fn next_due(&self) -> Option<Duration> {
         let now = self.now();
-        if let Some(due) = self.wakeup.remembered_due() {
+        if let Some(due) = self.wakeup.remembered_due(self.idle_memory()) {
             return rows::until(now, due);
         }
         let due = Statement::<E::Db>::new(sql::NEXT_DUE)
@@ -87,6 +87,16 @@ impl<E: Engine> Store<E> {
                 debug!(error = %err, "could not read the next due task");
                 None
             }
+        }
+    }
+
+    /// How long what a claim found idle holds without a wake-up: for ever
+    /// when other processes' changes wake this one, else a poll interval.
+    fn idle_memory(&self) -> Duration {
+        if self.engine.polls() {
+            self.queue.poll_interval
+        } else {
+            Duration::MAX
         }
     }
 
@@ -145,6 +155,11 @@ impl<E: Engine> TaskQueue for Store<E> {
             return Ok(None);
         };
         let now = self.now();
+        // The last claim found nothing more to claim and nothing woke the
+        // workers since: no round trip to learn it again.
+        if self.wakeup.known_idle(filter, now, self.idle_memory()) {
+            return Ok(None);
+        }
         let token = liveness::token(&holder);
         let expires_at = rows::later(now, self.queue.lease);
         let statement = Statement::new(E::CLAIM).text(&token).int(expires_at).int(now);
@@ -153,14 +168,15 @@ impl<E: Engine> TaskQueue for Store<E> {
             .text(&holder.id)
             .fetch_all(self.engine.writes())
             .await?;
-        let row = match rows.first() {
-            None => return Ok(None),
-            Some(row) if row.has("due") => {
-                self.wakeup.remember_due(generation, row.opt_int("due")?);
-                return Ok(None);
+        let mut claimed = None;
+        for row in &rows {
+            if row.has("due") {
+                self.wakeup.remember_idle(generation, filter, row.opt_int("due")?);
+            } else {
+                claimed = Some(row);
             }
-            Some(row) => row,
-        };
+        }
+        let Some(row) = claimed else { return Ok(None) };
         // The holder lost its lock while claiming: the task is left to the
         // takeover of dead holders' tasks (this process's own included).
         if !self.liveness.vouches(&token) {

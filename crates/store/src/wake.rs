@@ -3,10 +3,11 @@
 //! the next task of that conversation moves up.
 
 use std::future::Future;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
+use herald_core::ClaimFilter;
 use tokio::sync::Notify;
 
 #[derive(Debug, Default)]
@@ -16,10 +17,21 @@ pub(crate) struct Wakeup {
     waiting: AtomicUsize,
     /// Wake-ups so far.
     generation: AtomicU64,
-    /// When the next task becomes due by itself (unix ms, `None`: no such
-    /// task), as an empty claim found it, and the wake-ups at that claim's
-    /// start: good until the next wake-up.
-    due: Mutex<Option<(u64, Option<i64>)>>,
+    /// What the last claim found idle, good until the next wake-up.
+    idle: Mutex<Option<Idle>>,
+}
+
+/// A claim found nothing (more) to claim for `filter` and read when the next
+/// task becomes due by itself (unix ms, `None`: no such task).
+#[derive(Debug)]
+struct Idle {
+    /// The wake-ups at the start of that claim.
+    generation: u64,
+    filter: ClaimFilter,
+    due: Option<i64>,
+    /// When it was remembered: a store whose other processes cannot wake it
+    /// (SQLite) must look again after its poll interval.
+    at: Instant,
 }
 
 impl Wakeup {
@@ -37,24 +49,43 @@ impl Wakeup {
     }
 
     /// The wake-ups so far, taken before a claim that may report the next
-    /// due time ([`Wakeup::remember_due`]).
+    /// due time ([`Wakeup::remember_idle`]).
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
     }
 
-    /// Keeps the next due time an empty claim read, as of `generation`
-    /// (taken before that claim): the wait after it needs no read of its own.
-    pub(crate) fn remember_due(&self, generation: u64, due: Option<i64>) {
-        *self.due.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((generation, due));
+    /// Keeps what a claim that started at `generation` found: nothing more
+    /// claimable for `filter`, and the next due time.
+    pub(crate) fn remember_idle(&self, generation: u64, filter: &ClaimFilter, due: Option<i64>) {
+        *self.idle.lock().unwrap_or_else(PoisonError::into_inner) = Some(Idle {
+            generation,
+            filter: filter.clone(),
+            due,
+            at: Instant::now(),
+        });
     }
 
     /// The next due time remembered, unless a wake-up came since the claim
-    /// that read it (something may have become due sooner).
-    pub(crate) fn remembered_due(&self) -> Option<Option<i64>> {
-        let remembered = *self.due.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        remembered
-            .filter(|(generation, _)| *generation == self.generation())
-            .map(|(_, due)| due)
+    /// that read it (something may be due sooner) or it is older than
+    /// `max_age`.
+    pub(crate) fn remembered_due(&self, max_age: Duration) -> Option<Option<i64>> {
+        self.with_idle(max_age, |idle| idle.due)
+    }
+
+    /// Whether a claim for `filter` at `now` would find nothing, as far as
+    /// the last claim tells: same filter, no wake-up since, nothing due yet.
+    pub(crate) fn known_idle(&self, filter: &ClaimFilter, now: i64, max_age: Duration) -> bool {
+        self.with_idle(max_age, |idle| {
+            idle.filter == *filter && idle.due.is_none_or(|due| now < due)
+        })
+        .unwrap_or(false)
+    }
+
+    fn with_idle<T>(&self, max_age: Duration, read: impl FnOnce(&Idle) -> T) -> Option<T> {
+        let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        idle.as_ref()
+            .filter(|idle| idle.generation == self.generation() && idle.at.elapsed() < max_age)
+            .map(read)
     }
 
     /// Sleeps until woken or for `cap`, shortened to `next_due` (the time
@@ -140,20 +171,33 @@ mod tests {
     }
 
     #[test]
-    fn a_remembered_due_time_holds_until_the_next_wake_up() {
+    fn what_a_claim_found_idle_holds_until_a_wake_up_its_due_time_or_its_age() {
+        const AGE: Duration = Duration::from_secs(3600);
         let wakeup = Wakeup::default();
-        assert_eq!(wakeup.remembered_due(), None, "nothing read yet");
+        let any = ClaimFilter::any();
+        let telegram = ClaimFilter {
+            channels: Some(vec![herald_core::ChannelName::new("telegram")]),
+            ..ClaimFilter::default()
+        };
+        assert_eq!(wakeup.remembered_due(AGE), None, "nothing read yet");
+        assert!(!wakeup.known_idle(&any, 0, AGE));
+
         let before = wakeup.generation();
-        wakeup.remember_due(before, Some(5_000));
-        assert_eq!(wakeup.remembered_due(), Some(Some(5_000)));
-        wakeup.remember_due(before, None);
-        assert_eq!(wakeup.remembered_due(), Some(None), "no task is due later");
+        wakeup.remember_idle(before, &any, Some(5_000));
+        assert_eq!(wakeup.remembered_due(AGE), Some(Some(5_000)));
+        assert!(wakeup.known_idle(&any, 4_999, AGE));
+        assert!(!wakeup.known_idle(&any, 5_000, AGE), "a task is due by now");
+        assert!(!wakeup.known_idle(&telegram, 0, AGE), "found for another filter");
+        assert!(!wakeup.known_idle(&any, 0, Duration::ZERO), "older than a poll");
+
+        wakeup.remember_idle(before, &any, None);
+        assert!(wakeup.known_idle(&any, i64::MAX, AGE), "nothing is due later");
         wakeup.wake();
-        assert_eq!(wakeup.remembered_due(), None, "a wake-up may bring something sooner");
-        // A claim that started before a wake-up read a time that may be stale.
-        let stale = before;
-        wakeup.remember_due(stale, Some(9_000));
-        assert_eq!(wakeup.remembered_due(), None);
+        assert_eq!(wakeup.remembered_due(AGE), None, "a wake-up may bring work");
+        assert!(!wakeup.known_idle(&any, 0, AGE));
+        // A claim that started before a wake-up may have missed its work.
+        wakeup.remember_idle(before, &any, None);
+        assert!(!wakeup.known_idle(&any, 0, AGE));
     }
 
     #[tokio::test(start_paused = true)]

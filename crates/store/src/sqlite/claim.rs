@@ -16,18 +16,14 @@ use crate::engine::filter_lists;
 use crate::sql::task_columns;
 use crate::statement::Statement;
 
-/// Walks `tasks_unfinished_by_priority` in order and takes the first
-/// claimable conversation head. When there is none, the same round trip
-/// reads when the next becomes due (`changes()` is the claim's count), so
-/// the idle wait that follows needs no read of its own. Run with
-/// `fetch_all`: the second statement runs after the claim's row. `INDEXED BY` holds the planner to that walk:
-/// without statistics it preferred to fetch and sort every unfinished task,
-/// and a backlog of 10,000 made each claim take ~8 ms instead of ~0.3.
-pub(super) const CLAIM: &str = concat!(
-    "UPDATE tasks SET state = 'leased', lease_token = $1, lease_expires_at = $2, lease_holder = $6, attempts = attempts + 1,
-    updated_at = $3
-WHERE id = (
-    SELECT t.id FROM tasks t INDEXED BY tasks_unfinished_by_priority
+/// The claimable conversation heads for the filter (`$4`, `$5`) at `$3`, in
+/// the order they are handed out. `INDEXED BY` holds the planner to a walk
+/// of `tasks_unfinished_by_priority`: without statistics it preferred to
+/// fetch and sort every unfinished task, and a backlog of 10,000 made each
+/// claim take ~8 ms instead of ~0.3.
+macro_rules! claimable_heads {
+    () => {
+        "SELECT t.id FROM tasks t INDEXED BY tasks_unfinished_by_priority
     WHERE t.state IN ('queued', 'leased')
       AND ((t.state = 'queued' AND t.run_at <= $3) OR (t.state = 'leased' AND t.lease_expires_at <= $3))
       AND ($4 IS NULL OR t.channel IN (SELECT value FROM json_each($4)))
@@ -35,14 +31,31 @@ WHERE id = (
       AND NOT EXISTS (
           SELECT 1 FROM tasks e
           WHERE e.conversation_id = t.conversation_id AND e.state IN ('queued', 'leased') AND e.id < t.id)
-    ORDER BY t.priority, t.id
+    ORDER BY t.priority, t.id"
+    };
+}
+
+/// Takes the first claimable conversation head. When nothing more is
+/// claimable after it (or at all), the same round trip reads when the next
+/// task becomes due, as a row of its own: the claimer's next claim and its
+/// idle wait then need no round trip (`wake.rs`). Run with `fetch_all`: the
+/// second statement runs after the claim's row.
+pub(super) const CLAIM: &str = concat!(
+    "UPDATE tasks SET state = 'leased', lease_token = $1, lease_expires_at = $2, lease_holder = $6, attempts = attempts + 1,
+    updated_at = $3
+WHERE id = (
+    ",
+    claimable_heads!(),
+    "
     LIMIT 1)
 RETURNING ",
     task_columns!(),
     ";
 SELECT due FROM (",
     crate::sql::next_due!("$3"),
-    ") AS next WHERE changes() = 0"
+    ") AS next WHERE NOT EXISTS (",
+    claimable_heads!(),
+    ")"
 );
 
 pub(super) const PENDING: &str = "\
