@@ -242,4 +242,75 @@ mod tests {
             pool.close().await;
         }
     }
+
+    /// 0008 moves every dedup key onto its task: an event stored before the
+    /// upgrade is still recognised after it, and tasks without a key stay
+    /// without one.
+    mod dedup_keys_move_onto_their_tasks {
+        use sqlx::Pool;
+
+        use super::*;
+        use crate::statement::{Columns, Sql, Statement};
+
+        const BEFORE_DEDUP_ON_TASK: usize = 7;
+
+        async fn seed<DB: Sql>(pool: &Pool<DB>) {
+            for statement in [
+                "INSERT INTO conversations (id, channel, ref, created_at, updated_at) VALUES ('test:ann', 'test', '{}', 1, 1)",
+                "INSERT INTO tasks (conversation_id, channel, payload, state, max_attempts, run_at, created_at, updated_at)
+                 VALUES ('test:ann', 'test', '{}', 'done', 5, 1, 1, 1)",
+                "INSERT INTO tasks (conversation_id, channel, payload, state, max_attempts, run_at, created_at, updated_at)
+                 VALUES ('test:ann', 'test', '{}', 'queued', 5, 1, 1, 1)",
+                "INSERT INTO inbound_dedup (key, task_id, seen_at) VALUES ('test:m1', 1, 1)",
+            ] {
+                Statement::<DB>::new(statement).execute(pool).await.unwrap();
+            }
+        }
+
+        async fn check<DB: Sql>(pool: &Pool<DB>) {
+            let rows = Statement::<DB>::new("SELECT id, dedup_key FROM tasks ORDER BY id")
+                .fetch_all(pool)
+                .await
+                .unwrap();
+            let keys: Vec<(i64, Option<String>)> = rows
+                .iter()
+                .map(|row| (row.int("id").unwrap(), row.opt_text("dedup_key").unwrap()))
+                .collect();
+            assert_eq!(keys, [(1, Some("test:m1".into())), (2, None)]);
+            let again = Statement::<DB>::new(
+                "INSERT INTO tasks (conversation_id, channel, payload, state, max_attempts, run_at, created_at, updated_at, dedup_key)
+                 VALUES ('test:ann', 'test', '{}', 'queued', 5, 1, 1, 1, 'test:m1')",
+            )
+            .execute(pool)
+            .await;
+            assert!(again.is_err(), "the key is unique on its task");
+        }
+
+        #[tokio::test]
+        async fn on_sqlite() {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+            let options: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
+            let pool = sqlx::SqlitePool::connect_with(options.foreign_keys(true))
+                .await
+                .unwrap();
+            migrator(&SQLITE[..BEFORE_DEDUP_ON_TASK]).run(&pool).await.unwrap();
+            seed(&pool).await;
+            sqlite().run(&pool).await.unwrap();
+            check(&pool).await;
+        }
+
+        #[tokio::test]
+        async fn on_postgres() {
+            let Some(database) = herald_testkit::postgres::TestDatabase::from_env("herald_d").await else {
+                return;
+            };
+            let pool = sqlx::PgPool::connect(&database.url).await.unwrap();
+            migrator(&POSTGRES[..BEFORE_DEDUP_ON_TASK]).run(&pool).await.unwrap();
+            seed(&pool).await;
+            postgres().run(&pool).await.unwrap();
+            check(&pool).await;
+            pool.close().await;
+        }
+    }
 }

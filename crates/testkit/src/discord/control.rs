@@ -1,0 +1,133 @@
+//! What a test sets and reads on the fake Discord: its addresses and
+//! token, the rate-limit buckets and gateway timing it enforces, what Herald
+//! sent it (identifies, heartbeats, requests, typing), and the connection
+//! faults a test provokes. Kept apart from the server itself (`mod.rs`,
+//! `rest.rs`, `gateway.rs`) so each file stays one concern.
+
+use std::time::Duration;
+
+use super::*;
+
+impl FakeDiscord {
+    /// `http://127.0.0.1:PORT`: what `channels.discord.api_url` takes (the
+    /// fake serves `/api/v10/...` under it, as discord.com does).
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.rest_addr)
+    }
+
+    /// `ws://127.0.0.1:PORT`, as `GET /gateway` answers it.
+    pub fn gateway_url(&self) -> String {
+        format!("ws://{}", self.gateway_addr)
+    }
+
+    pub fn token(&self) -> String {
+        self.shared.lock().token.clone()
+    }
+
+    /// Accepts only this bot token from now on.
+    pub fn set_token(&self, token: impl Into<String>) {
+        self.shared.lock().token = token.into();
+    }
+
+    /// The bot's user id (what a mention `<@ID>` names).
+    pub fn bot_id(&self) -> String {
+        BOT_ID.into()
+    }
+
+    pub fn guild_id(&self) -> String {
+        GUILD_ID.into()
+    }
+
+    /// The guild text channel (the thread's parent).
+    pub fn text_channel(&self) -> GroupTarget {
+        GroupTarget {
+            chat: TEXT_CHANNEL_ID.into(),
+            thread: None,
+        }
+    }
+
+    /// The limit and window of every channel's message-create bucket.
+    pub fn set_message_bucket(&self, limit: u32, window: Duration) {
+        let mut state = self.shared.lock();
+        state.message_rule.limit = limit;
+        state.message_rule.window = window;
+    }
+
+    /// The limit and window of every channel's typing bucket.
+    pub fn set_typing_bucket(&self, limit: u32, window: Duration) {
+        let mut state = self.shared.lock();
+        state.typing_rule.limit = limit;
+        state.typing_rule.window = window;
+    }
+
+    /// Requests per second the whole bot may make (Discord: 50).
+    pub fn set_global_limit(&self, limit: u32) {
+        self.shared.lock().buckets.set_global_limit(limit);
+    }
+
+    /// The heartbeat interval HELLO announces to new connections.
+    pub fn set_heartbeat_interval(&self, interval: Duration) {
+        self.shared.lock().heartbeat_interval_ms = interval.as_millis() as u64;
+    }
+
+    /// The developer portal's "Message Content Intent" switch: when off, an
+    /// IDENTIFY asking for the intent is closed with 4014.
+    pub fn allow_message_content(&self, allowed: bool) {
+        self.shared.lock().message_content_allowed = allowed;
+    }
+
+    /// Every IDENTIFY received, in order.
+    pub fn identifies(&self) -> Vec<Identify> {
+        self.shared.lock().identifies.clone()
+    }
+
+    /// How many heartbeats (op 1) the fake acknowledged.
+    pub fn heartbeats(&self) -> usize {
+        self.shared.lock().heartbeats
+    }
+
+    /// How many RESUMEs succeeded.
+    pub fn resumes(&self) -> usize {
+        self.shared.lock().resumes
+    }
+
+    /// Every REST request with the status it got, in order.
+    pub fn requests(&self) -> Vec<RestRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// Channel ids the bot showed typing in, in order.
+    pub fn typing(&self) -> Vec<String> {
+        self.shared.lock().typing.clone()
+    }
+
+    /// Waits until `count` gateway sessions are connected and identified.
+    pub async fn wait_for_sessions(&self, count: usize, timeout: Duration) -> bool {
+        let mut online = self.shared.online.subscribe();
+        tokio::time::timeout(timeout, online.wait_for(|n| *n >= count))
+            .await
+            .is_ok()
+    }
+
+    /// Closes every live gateway connection with `code` (4000 lets the bot
+    /// resume; 4004 tells it its token is bad). Sessions stay resumable.
+    pub fn close_connections(&self, code: u16) {
+        let state = self.shared.lock();
+        for session in state.sessions.values() {
+            if let Some((_, connection)) = &session.connection {
+                let _ = connection.send(Outgoing::Close(code, "closed by the test"));
+            }
+        }
+    }
+
+    /// Sends op 7 RECONNECT to every live connection.
+    pub fn request_reconnect(&self) {
+        let state = self.shared.lock();
+        let frame = wire::reconnect().to_string();
+        for session in state.sessions.values() {
+            if let Some((_, connection)) = &session.connection {
+                let _ = connection.send(Outgoing::Frame(frame.clone()));
+            }
+        }
+    }
+}
