@@ -42,6 +42,9 @@ use crate::error;
 use crate::locks::SqliteLocks;
 use crate::statement::{self, Columns, On, Statement};
 
+/// A reading connection's page cache, in SQLite's units (negative: KiB).
+const READER_CACHE: &str = "-512";
+
 pub(crate) struct SqliteEngine {
     /// Exactly one connection: every write goes through it.
     write: SqlitePool,
@@ -80,10 +83,14 @@ impl SqliteEngine {
         let read = if in_memory {
             write.clone()
         } else {
+            // Each reading connection keeps at most 512 KiB of pages
+            // (SQLite's default is 2 MiB): the kernel caches the file for
+            // all of them anyway, and at the default the eight readers'
+            // caches alone would grow Herald by 16 MiB as the file grows.
             SqlitePoolOptions::new()
                 .test_before_acquire(false)
                 .max_connections(storage.max_connections.max(1))
-                .connect_with(options)
+                .connect_with(options.pragma("cache_size", READER_CACHE))
                 .await
                 .map_err(|e| opening(&storage.url, e))?
         };
