@@ -141,14 +141,22 @@ pub(crate) const TASK_HAS_ENTRIES: &str = "SELECT COUNT(*) AS entries FROM messa
 /// each entry (its `seq` is its place). Nothing is written when the task has
 /// entries already; the insert is one statement, so it is whole or nothing.
 pub(crate) fn record_turn(rows: usize) -> Option<&'static str> {
-    static STATEMENTS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
-        // Built once per size and kept for the process's life, as the
-        // `'static` statement text a `Statement` is labelled by.
-        (1..=RECORD_ROWS)
-            .map(|rows| String::leak(record_turn_text(rows)) as &'static str)
-            .collect()
-    });
-    rows.checked_sub(1).and_then(|index| STATEMENTS.get(index).copied())
+    static STATEMENTS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| per_size(record_turn_text));
+    sized(&STATEMENTS, rows)
+}
+
+/// A statement's text for each turn size from 1 to [`RECORD_ROWS`], built
+/// once and kept for the process's life, as the `'static` text a
+/// `Statement` is labelled by.
+pub(crate) fn per_size(build: impl Fn(usize) -> String) -> Vec<&'static str> {
+    (1..=RECORD_ROWS)
+        .map(|rows| String::leak(build(rows)) as &'static str)
+        .collect()
+}
+
+/// The text [`per_size`] built for `rows` entries; `None` past its sizes.
+pub(crate) fn sized(statements: &[&'static str], rows: usize) -> Option<&'static str> {
+    rows.checked_sub(1).and_then(|index| statements.get(index).copied())
 }
 
 /// The text of [`record_turn`] for `rows` entries (at least one).

@@ -50,17 +50,13 @@ FROM done"
 /// the entries'; returns the entries written.
 pub(super) fn record_turn_and_state(rows: usize) -> Option<&'static str> {
     static STATEMENTS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
-        (1..=sql::RECORD_ROWS)
-            .map(|rows| {
-                let first = sql::state_params_after(rows);
-                // Built once per size and kept for the process's life.
-                String::leak(format!(
-                    "WITH recorded AS (\n{}\nRETURNING seq\n), kept AS (\n{}\n)\nSELECT seq FROM recorded",
-                    sql::record_turn_text(rows),
-                    sql::put_state_text(first)
-                )) as &'static str
-            })
-            .collect()
+        sql::per_size(|rows| {
+            format!(
+                "WITH recorded AS (\n{}\nRETURNING seq\n), kept AS (\n{}\n)\nSELECT seq FROM recorded",
+                sql::record_turn_text(rows),
+                sql::put_state_text(sql::state_params_after(rows))
+            )
+        })
     });
-    rows.checked_sub(1).and_then(|index| STATEMENTS.get(index).copied())
+    sql::sized(&STATEMENTS, rows)
 }
