@@ -17,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use herald_core::{
     Admins, Admission, ChannelName, ChannelStatus, Clock, ConversationKind, ConversationStore, Enqueued,
-    InboundMessage, InboundSink, NewTask, Outbound, OutboundMessage, StoreError, TaskQueue,
+    InboundMessage, InboundSink, NewTask, Outbound, OutboundMessage, StoreError, Taken, TaskQueue,
 };
 use tracing::{info, warn};
 
@@ -123,6 +123,58 @@ impl InboundSink for Gateway {
         count(channel, self.admit(message, None).await)
     }
 
+    /// Screens the messages in order, then stores all those let in with one
+    /// [`TaskQueue::enqueue_all`]. When that fails, the messages from the
+    /// first one to be stored on are not taken (what was said to senders
+    /// before it stands; a greeting after it may be said again).
+    async fn accept_all(&self, messages: Vec<InboundMessage>) -> Taken {
+        let mut steps = Vec::with_capacity(messages.len());
+        let mut tasks = Vec::new();
+        let mut stopped = None;
+        for message in messages {
+            let channel = message.conversation.channel.to_string();
+            match self.screen(message, None).await {
+                Ok(Screened::Done(admission)) => steps.push((channel, Step::Done(admission))),
+                Ok(Screened::Queue(admitted)) => {
+                    tasks.push(admitted.task);
+                    steps.push((channel, Step::Stored { cut: admitted.cut }));
+                }
+                Err(err) => {
+                    stopped = Some((channel, err));
+                    break;
+                }
+            }
+        }
+        let mut stored = Vec::new().into_iter();
+        if !tasks.is_empty() {
+            match self.queue.enqueue_all(tasks).await {
+                Ok(enqueued) => stored = enqueued.into_iter(),
+                Err(err) => {
+                    let first = steps.iter().position(|(_, step)| matches!(step, Step::Stored { .. }));
+                    let first = first.unwrap_or(steps.len());
+                    stopped = Some((steps[first].0.clone(), err));
+                    steps.truncate(first);
+                }
+            }
+        }
+        let mut admissions = Vec::with_capacity(steps.len());
+        for (channel, step) in steps {
+            let admission = match step {
+                Step::Done(admission) => admission,
+                Step::Stored { cut } => {
+                    let Some(enqueued) = stored.next() else { break };
+                    self.queued(cut, enqueued).await;
+                    Admission::Queued(enqueued)
+                }
+            };
+            admissions.extend(count(channel, Ok(admission)).ok());
+        }
+        Taken {
+            admissions,
+            error: stopped.and_then(|(channel, err)| count(channel, Err(err)).err()),
+        }
+    }
+
     async fn refuse(&self, message: InboundMessage, notice: String) -> Result<Admission, StoreError> {
         let channel = message.conversation.channel.to_string();
         count(channel, self.admit(message, Some(notice)).await)
@@ -131,6 +183,27 @@ impl InboundSink for Gateway {
     fn connected(&self, channel: &ChannelName, connected: bool) {
         self.status.set(channel, connected);
     }
+}
+
+/// What [`Gateway::screen`] decided for a message.
+enum Screened {
+    /// Not to be stored; this is what became of it.
+    Done(Admission),
+    Queue(Box<Admitted>),
+}
+
+/// A message let in, as the task to store.
+struct Admitted {
+    task: NewTask,
+    /// The message, when its text was cut (its sender is told once it is
+    /// stored).
+    cut: Option<Box<InboundMessage>>,
+}
+
+/// A screened message of a batch while the batch is stored.
+enum Step {
+    Done(Admission),
+    Stored { cut: Option<Box<InboundMessage>> },
 }
 
 /// Counts what became of an inbound message, by channel and outcome.
@@ -150,13 +223,26 @@ impl Gateway {
     /// Cleaning, access control and queueing for one message; see
     /// [`InboundSink::accept`]. With `unread`, the channel could not read the
     /// message and the sender, if allowed, hears that instead.
-    async fn admit(&self, mut message: InboundMessage, unread: Option<String>) -> Result<Admission, StoreError> {
+    async fn admit(&self, message: InboundMessage, unread: Option<String>) -> Result<Admission, StoreError> {
+        match self.screen(message, unread).await? {
+            Screened::Done(admission) => Ok(admission),
+            Screened::Queue(admitted) => {
+                let enqueued = self.queue.enqueue(admitted.task).await?;
+                self.queued(admitted.cut, enqueued).await;
+                Ok(Admission::Queued(enqueued))
+            }
+        }
+    }
+
+    /// Everything [`Gateway::admit`] does before the queue: what to store,
+    /// or what became of a message that is not stored.
+    async fn screen(&self, mut message: InboundMessage, unread: Option<String>) -> Result<Screened, StoreError> {
         message.text = clean::strip_controls(&message.text);
         message.sender.display_name = clean::strip_controls(&message.sender.display_name);
         // In groups Herald answers only when addressed (mentioned, replied
         // to, or in a channel configured to answer everything).
         if message.conversation.kind == ConversationKind::Group && !message.mentions_bot {
-            return Ok(Admission::Ignored);
+            return Ok(Screened::Done(Admission::Ignored));
         }
         let pairing = Pairing {
             store: self.store.as_ref(),
@@ -174,17 +260,17 @@ impl Gateway {
             && let Some(reply) = self.pairing_command(&message).await?
         {
             self.say(&message, reply).await;
-            return Ok(Admission::Ignored);
+            return Ok(Screened::Done(Admission::Ignored));
         }
         match decision {
             Decision::Allow => {
                 if let Some(notice) = unread {
                     self.say(&message, notice).await;
-                    return Ok(Admission::Ignored);
+                    return Ok(Screened::Done(Admission::Ignored));
                 }
                 if let Some(text) = self.greeting(&message) {
                     self.say(&message, text).await;
-                    return Ok(Admission::Ignored);
+                    return Ok(Screened::Done(Admission::Ignored));
                 }
                 let (text, cut) = clean::cap(&message.text, self.max_message_chars);
                 message.text = text;
@@ -195,30 +281,37 @@ impl Gateway {
                 {
                     intake.take_in(&mut message).await;
                 }
-                let notice_to = cut.then(|| message.clone());
-                let enqueued = self.queue.enqueue(NewTask::message(message)).await?;
-                if let (Some(message), Enqueued::New(_)) = (notice_to, &enqueued) {
-                    let limit = self.max_message_chars;
-                    self.say(
-                        &message,
-                        format!("Your message was longer than {limit} characters; I read only the first {limit}."),
-                    )
-                    .await;
-                }
-                Ok(Admission::Queued(enqueued))
+                let cut = cut.then(|| Box::new(message.clone()));
+                Ok(Screened::Queue(Box::new(Admitted {
+                    task: NewTask::message(message),
+                    cut,
+                })))
             }
             Decision::Deny => {
                 info!(actor = %message.sender.id, "message from an unknown sender denied");
-                Ok(Admission::Denied {
+                Ok(Screened::Done(Admission::Denied {
                     conversation: message.conversation.id,
-                })
+                }))
             }
             Decision::OfferPairing => {
                 self.offer_pairing(&pairing, &message).await?;
-                Ok(Admission::Denied {
+                Ok(Screened::Done(Admission::Denied {
                     conversation: message.conversation.id,
-                })
+                }))
             }
+        }
+    }
+
+    /// After a message was queued: a sender whose text was cut hears so,
+    /// once (not for a redelivery).
+    async fn queued(&self, cut: Option<Box<InboundMessage>>, enqueued: Enqueued) {
+        if let (Some(message), Enqueued::New(_)) = (cut, enqueued) {
+            let limit = self.max_message_chars;
+            self.say(
+                &message,
+                format!("Your message was longer than {limit} characters; I read only the first {limit}."),
+            )
+            .await;
         }
     }
 

@@ -218,5 +218,33 @@ pub async fn hand_over(
     }
 }
 
+/// Hands `messages` to the sink, in order, until the store has them all, as
+/// [`hand_over`] does one: a burst is one round trip where the sink can.
+/// Returns the admissions in order, or `None` when shutdown came first.
+pub async fn hand_over_all(
+    sink: &dyn InboundSink,
+    messages: &[InboundMessage],
+    shutdown: &CancellationToken,
+) -> Option<Vec<Admission>> {
+    let mut retry = Retry::new(PERSIST);
+    let mut admissions = Vec::with_capacity(messages.len());
+    while admissions.len() < messages.len() {
+        let taken = sink.accept_all(messages[admissions.len()..].to_vec()).await;
+        admissions.extend(taken.admissions);
+        let Some(err) = taken.error else { continue };
+        let delay = retry.next_delay(RetryClass::Transient)?;
+        warn!(
+            error = %err,
+            waiting = messages.len() - admissions.len(),
+            ?delay,
+            "could not store incoming messages; they stay unacknowledged"
+        );
+        if !pause(delay, shutdown).await {
+            return None;
+        }
+    }
+    Some(admissions)
+}
+
 #[cfg(test)]
 mod tests;

@@ -456,3 +456,83 @@ async fn a_forged_admin_address_is_a_stranger_that_is_neither_answered_nor_obeye
         "Only an admin can approve pairing codes."
     );
 }
+
+/// What a burst of updates (one `getUpdates` answer) becomes: each message
+/// screened as if it came alone, in order, and those let in stored together.
+#[tokio::test]
+async fn a_burst_is_screened_message_by_message_and_stored_in_order() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Pair);
+    let burst = vec![
+        dm(1, 1, "first"),
+        message(5, 2, "lunch?", ConversationKind::Group, false),
+        dm(7, 3, "hi, who are you?"),
+        dm(1, 4, "/start"),
+        dm(1, 5, "second"),
+        dm(1, 1, "first"),
+        dm(1, 6, &"x".repeat(1500)),
+    ];
+    let taken = gateway.accept_all(burst).await;
+    assert!(taken.error.is_none(), "{:?}", taken.error);
+    let outcomes: Vec<&str> = taken
+        .admissions
+        .iter()
+        .map(|admission| match admission {
+            Admission::Queued(Enqueued::New(_)) => "new",
+            Admission::Queued(Enqueued::Duplicate(_)) => "duplicate",
+            Admission::Ignored => "ignored",
+            Admission::Denied { .. } => "denied",
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["new", "ignored", "denied", "ignored", "new", "duplicate", "new"]
+    );
+    let (Admission::Queued(first), Admission::Queued(again)) = (&taken.admissions[0], &taken.admissions[5]) else {
+        unreachable!()
+    };
+    assert_eq!(
+        first.task_id(),
+        again.task_id(),
+        "the event twice in one burst is one task"
+    );
+
+    // The admin's messages are served in the burst's order.
+    let queue = harness.storage.queue();
+    let mut texts = Vec::new();
+    while let Some(lease) = queue.claim(&ClaimFilter::any()).await.unwrap() {
+        let TaskPayload::Message(message) = &lease.task.payload else {
+            panic!("not a message: {:?}", lease.task.payload)
+        };
+        texts.push(message.text.clone());
+        queue.complete(&lease).await.unwrap();
+    }
+    assert_eq!(texts.len(), 3);
+    assert_eq!(texts[..2], ["first", "second"]);
+    assert!(texts[2].starts_with(&"x".repeat(1000)));
+
+    // What was said at the door, in order: the stranger's pairing code, the
+    // greeting, and the notice of the cut message once.
+    let said = harness.said.texts();
+    assert_eq!(said.len(), 3, "{said:?}");
+    assert!(said[0].starts_with("I don't know you yet."), "{said:?}");
+    assert!(said[1].starts_with("Hello, I'm Herald."), "{said:?}");
+    assert!(said[2].starts_with("Your message was longer than 1000"), "{said:?}");
+}
+
+/// A burst the store cannot take: what was answered before the first
+/// message to be stored counts as taken, and the rest is left for the
+/// adapter to offer again, so nothing is lost. (What was answered after it
+/// is answered again when the rest is offered again.)
+#[tokio::test]
+async fn a_burst_the_store_refuses_is_taken_up_to_its_first_message_to_store() {
+    let harness = Harness::new().await;
+    let gateway = harness.gateway(UnknownSenders::Deny);
+    harness.storage.close().await;
+    let taken = gateway
+        .accept_all(vec![dm(1, 1, "/start"), dm(1, 2, "hello"), dm(1, 3, "/help")])
+        .await;
+    assert_eq!(taken.admissions, [Admission::Ignored], "the greeting before it");
+    assert!(taken.error.is_some());
+    assert!(harness.said.texts()[0].starts_with("Hello, I'm Herald."));
+}

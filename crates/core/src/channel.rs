@@ -99,6 +99,30 @@ pub trait ChannelIngress: Send + Sync {
 pub trait InboundSink: Send + Sync {
     async fn accept(&self, message: InboundMessage) -> Result<Admission, StoreError>;
 
+    /// Accepts `messages` in order, as [`InboundSink::accept`] does each, in
+    /// one store round trip where the sink can: an adapter that receives a
+    /// burst at once (a `getUpdates` answer, a gateway's queued events)
+    /// hands it over whole. Stops at the first message it could not take;
+    /// the caller offers that one and those after it again.
+    async fn accept_all(&self, messages: Vec<InboundMessage>) -> Taken {
+        let mut admissions = Vec::with_capacity(messages.len());
+        for message in messages {
+            match self.accept(message).await {
+                Ok(admission) => admissions.push(admission),
+                Err(error) => {
+                    return Taken {
+                        admissions,
+                        error: Some(error),
+                    };
+                }
+            }
+        }
+        Taken {
+            admissions,
+            error: None,
+        }
+    }
+
     /// A message the channel could not read (a mail over the size cap, its
     /// body never fetched): access control decides about its sender as for
     /// any message, and an allowed sender is told `notice` instead of
@@ -138,6 +162,15 @@ impl ChannelStatus {
         let connected = self.connected.lock().expect("channel status lock");
         connected.iter().map(|(name, up)| (name.clone(), *up)).collect()
     }
+}
+
+/// What [`InboundSink::accept_all`] took: the admissions of the first
+/// messages, in order, and, when it stopped short of the end, why. The
+/// messages after those admitted were not taken.
+#[derive(Debug)]
+pub struct Taken {
+    pub admissions: Vec<Admission>,
+    pub error: Option<StoreError>,
 }
 
 /// What became of an inbound message.

@@ -30,7 +30,7 @@ pub mod tools;
 
 pub use access::Admins;
 pub use channel::{
-    Admission, ChannelError, ChannelIngress, ChannelOutbound, ChannelStatus, InboundSink, Outbound, SentMessage,
+    Admission, ChannelError, ChannelIngress, ChannelOutbound, ChannelStatus, InboundSink, Outbound, SentMessage, Taken,
 };
 pub use files::{FileRef, FileStore, InlineBytes, MessageFile, Transcriber, TranscriptionError};
 pub use history::{HistoryEntry, NewHistoryEntry, Role};

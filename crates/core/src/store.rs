@@ -58,8 +58,28 @@ pub struct QueueStats {
 pub trait TaskQueue: Send + Sync {
     async fn enqueue(&self, task: NewTask) -> Result<Enqueued, StoreError>;
 
+    /// Stores `tasks` in order, as [`TaskQueue::enqueue`] does each, in one
+    /// round trip where the store can; returns what became of each, in
+    /// order. After an error some may be stored: offering them again stores
+    /// nothing twice that has a dedup key.
+    async fn enqueue_all(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
+        let mut enqueued = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            enqueued.push(self.enqueue(task).await?);
+        }
+        Ok(enqueued)
+    }
+
     /// Leases the next task that `filter` allows, if any is due.
-    async fn claim(&self, filter: &ClaimFilter) -> Result<Option<Lease>, StoreError>;
+    async fn claim(&self, filter: &ClaimFilter) -> Result<Option<Lease>, StoreError> {
+        Ok(self.claim_up_to(filter, 1).await?.pop())
+    }
+
+    /// Leases up to `max` (at least one) of the tasks `filter` allows that
+    /// are due, each the next of a different conversation, in the order they
+    /// should be served: one round trip for a claimer with room for several
+    /// turns, however many it gets.
+    async fn claim_up_to(&self, filter: &ClaimFilter, max: usize) -> Result<Vec<Lease>, StoreError>;
 
     /// Extends a lease that is still held, for turns that take long.
     async fn extend(&self, lease: &mut Lease) -> Result<(), StoreError>;

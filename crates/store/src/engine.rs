@@ -30,10 +30,12 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// `"sqlite"` or `"postgres"`.
     const NAME: &'static str;
 
-    /// Leases the next claimable task: `$1` the lease token, `$2` its expiry,
-    /// `$3` now, `$4`/`$5` the filter's channel and conversation lists (see
+    /// Leases the next claimable tasks, at most `$7` and each the head of a
+    /// conversation of its own: `$1` the lease token (one per claim; every
+    /// change under a lease names the task too), `$2` its expiry, `$3` now,
+    /// `$4`/`$5` the filter's channel and conversation lists (see
     /// [`Engine::bind_filter`]), `$6` the holder id; returns the columns of
-    /// `sql::task_columns!`. An engine may add a row of one column, `due`
+    /// `sql::task_columns!` for each, in the order they are handed out. An engine may add a row of one column, `due`
     /// (`sql::next_due!` as of `$3`), when nothing more is claimable for the
     /// filter after this claim. Run with `fetch_all`.
     const CLAIM: &'static str;
@@ -50,6 +52,15 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// when the key was stored before; a stored task is announced. Run with
     /// `fetch_all` (see `sqlite/batched.rs`).
     const ENQUEUE: &'static str;
+
+    /// Stores several conversations' refs and tasks in one round trip: `$1`
+    /// a JSON array of objects (`conversation`, `channel`, `ref`, `payload`,
+    /// `priority`, `max_attempts`, `run_at`, `dedup_key`, each what
+    /// [`Engine::ENQUEUE`] binds), `$2` now; the tasks get ids in the
+    /// array's order. Returns `id` and `dedup_key` of each task stored.
+    /// `None`: the engine enqueues one task per round trip. Run with
+    /// `fetch_all`.
+    const ENQUEUE_ALL: Option<&'static str>;
 
     /// Writes a receipt (`sql::insert_delivery`'s parameters) and completes
     /// its task under the lease (`$6` now, `$7` the token) in one round

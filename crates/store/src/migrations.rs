@@ -48,6 +48,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "dedup on task",
         include_str!("../../../migrations/sqlite/0008_dedup_on_task.sql"),
     ),
+    (
+        9,
+        "claim several",
+        include_str!("../../../migrations/sqlite/0009_claim_several.sql"),
+    ),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -86,6 +91,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         8,
         "dedup on task",
         include_str!("../../../migrations/postgres/0008_dedup_on_task.sql"),
+    ),
+    (
+        9,
+        "claim several",
+        include_str!("../../../migrations/postgres/0009_claim_several.sql"),
     ),
 ];
 

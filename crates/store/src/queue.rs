@@ -149,16 +149,74 @@ impl<E: Engine> TaskQueue for Store<E> {
         }
     }
 
-    async fn claim(&self, filter: &ClaimFilter) -> Result<Option<Lease>, StoreError> {
+    async fn enqueue_all(&self, tasks: Vec<NewTask>) -> Result<Vec<Enqueued>, StoreError> {
+        // One task, an engine without a batch statement, or a task without a
+        // dedup key (nothing to tell its row by): one by one.
+        let batch = E::ENQUEUE_ALL.filter(|_| tasks.len() > 1 && tasks.iter().all(|task| task.dedup_key.is_some()));
+        let Some(text) = batch else {
+            let mut enqueued = Vec::with_capacity(tasks.len());
+            for task in tasks {
+                enqueued.push(self.enqueue(task).await?);
+            }
+            return Ok(enqueued);
+        };
+        let now = self.now();
+        let mut rows = Vec::with_capacity(tasks.len());
+        let mut keys = Vec::with_capacity(tasks.len());
+        for task in &tasks {
+            let conversation = task.payload.conversation();
+            rows.push(serde_json::json!({
+                "conversation": conversation.id.as_str(),
+                "channel": conversation.channel.as_str(),
+                "ref": text::json(conversation, "conversation ref")?,
+                "payload": text::json(&task.payload, "task payload")?,
+                "priority": task.priority,
+                "max_attempts": self.queue.max_attempts,
+                "run_at": task.not_before.map(to_millis).unwrap_or(now),
+                "dedup_key": task.dedup_key,
+            }));
+            keys.push(task.dedup_key.clone().unwrap_or_default());
+        }
+        let stored = Statement::<E::Db>::new(text)
+            .text(&serde_json::Value::from(rows).to_string())
+            .int(now)
+            .fetch_all(self.engine.writes())
+            .await?;
+        let mut ids = std::collections::HashMap::with_capacity(stored.len());
+        for row in &stored {
+            ids.insert(row.text("dedup_key")?, TaskId(row.int("id")?));
+        }
+        let mut enqueued = Vec::with_capacity(keys.len());
+        let mut seen = std::collections::HashSet::with_capacity(keys.len());
+        for key in &keys {
+            let first = seen.insert(key.as_str());
+            enqueued.push(match ids.get(key) {
+                // The first of the batch with its key is the one stored.
+                Some(id) if first => Enqueued::New(*id),
+                Some(id) => Enqueued::Duplicate(*id),
+                None => self
+                    .find_dedup(key, self.engine.writes())
+                    .await?
+                    .map(Enqueued::Duplicate)
+                    .ok_or_else(|| StoreError::Database(format!("dedup key `{key}` conflicted but is not stored")))?,
+            });
+        }
+        if !stored.is_empty() {
+            self.wakeup.wake();
+        }
+        Ok(enqueued)
+    }
+
+    async fn claim_up_to(&self, filter: &ClaimFilter, max: usize) -> Result<Vec<Lease>, StoreError> {
         let Some(holder) = self.liveness.claimer()? else {
             debug!("no liveness lock held right now; claiming nothing");
-            return Ok(None);
+            return Ok(Vec::new());
         };
         let now = self.now();
         // The last claim found nothing more to claim and nothing woke the
         // workers since: no round trip to learn it again.
         if self.wakeup.known_idle(filter, now, self.idle_memory()) {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let token = liveness::token(&holder);
         let expires_at = rows::later(now, self.queue.lease);
@@ -166,27 +224,33 @@ impl<E: Engine> TaskQueue for Store<E> {
         let generation = self.wakeup.generation();
         let rows = E::bind_filter(statement, filter)
             .text(&holder.id)
+            .int(i64::try_from(max.max(1)).unwrap_or(i64::MAX))
             .fetch_all(self.engine.writes())
             .await?;
-        let mut claimed = None;
+        let mut tasks = Vec::with_capacity(rows.len());
         for row in &rows {
             if row.has("due") {
                 self.wakeup.remember_idle(generation, filter, row.opt_int("due")?);
             } else {
-                claimed = Some(row);
+                tasks.push((row.int("priority")?, rows::task(row)?));
             }
         }
-        let Some(row) = claimed else { return Ok(None) };
-        // The holder lost its lock while claiming: the task is left to the
+        // The holder lost its lock while claiming: the tasks are left to the
         // takeover of dead holders' tasks (this process's own included).
-        if !self.liveness.vouches(&token) {
-            return Ok(None);
+        if tasks.is_empty() || !self.liveness.vouches(&token) {
+            return Ok(Vec::new());
         }
-        Ok(Some(Lease {
-            task: rows::task(row)?,
-            token,
-            expires_at: from_millis(expires_at),
-        }))
+        // An engine returns updated rows in an order of its own.
+        tasks.sort_by_key(|(priority, task)| (*priority, task.id));
+        let expires_at = from_millis(expires_at);
+        Ok(tasks
+            .into_iter()
+            .map(|(_, task)| Lease {
+                task,
+                token: token.clone(),
+                expires_at,
+            })
+            .collect())
     }
 
     /// Confirms the liveness lock first (a round trip on its own connection,

@@ -4,10 +4,11 @@
 //! differ (they live beside each engine, see `engine.rs`). A computed column
 //! is named (`AS …`): the stores read every column by name.
 
-/// The columns `rows::task` reads, as a literal for `concat!`.
+/// The columns `rows::task` reads, and the priority a claim orders by, as a
+/// literal for `concat!`.
 macro_rules! task_columns {
     () => {
-        "id, conversation_id, channel, payload, attempts, max_attempts, created_at, last_error"
+        "id, conversation_id, channel, payload, attempts, max_attempts, created_at, last_error, priority"
     };
 }
 pub(crate) use task_columns;

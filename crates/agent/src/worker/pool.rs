@@ -23,6 +23,10 @@ use tracing::{Instrument, info_span, warn};
 
 use super::Agent;
 
+/// The most tasks one claim takes: enough that a backlog costs a claim per
+/// batch, few enough that several processes on one queue share a burst.
+const MAX_CLAIM: usize = 16;
+
 /// Serves claimed tasks, at most `turns` at once, until told to stop.
 pub struct WorkerPool {
     stop_claiming: CancellationToken,
@@ -95,35 +99,46 @@ async fn claim_loop(
         if stop.is_cancelled() {
             break;
         }
-        match agent.parts.queue.claim(&filter).await {
-            Ok(Some(lease)) => {
+        // Every free permit is room for a turn: one claim fills them all
+        // (up to `MAX_CLAIM`), so a backlog costs a claim per batch, not
+        // per task.
+        let mut room = vec![permit];
+        while room.len() < MAX_CLAIM
+            && let Ok(permit) = permits.clone().try_acquire_owned()
+        {
+            room.push(permit);
+        }
+        match agent.parts.queue.claim_up_to(&filter, room.len()).await {
+            Ok(leases) if !leases.is_empty() => {
                 error_backoff = Duration::from_millis(200);
-                let agent = agent.clone();
-                let abort = abort.clone();
-                in_flight.spawn(
-                    async move {
-                        let _permit = permit;
-                        tokio::select! {
-                            () = agent.serve(lease.clone()) => {}
-                            () = abort.cancelled() => {
-                                if let Err(err) = agent.parts.queue.release(&lease).await {
-                                    warn!(error = %err, task = %lease.task.id, "could not release task at shutdown");
+                for (lease, permit) in leases.into_iter().zip(room) {
+                    let agent = agent.clone();
+                    let abort = abort.clone();
+                    in_flight.spawn(
+                        async move {
+                            let _permit = permit;
+                            tokio::select! {
+                                () = agent.serve(lease.clone()) => {}
+                                () = abort.cancelled() => {
+                                    if let Err(err) = agent.parts.queue.release(&lease).await {
+                                        warn!(error = %err, task = %lease.task.id, "could not release task at shutdown");
+                                    }
                                 }
                             }
                         }
-                    }
-                    .in_current_span(),
-                );
+                        .in_current_span(),
+                    );
+                }
             }
-            Ok(None) => {
-                drop(permit);
+            Ok(_) => {
+                drop(room);
                 tokio::select! {
                     () = agent.parts.queue.wait_for_work(Duration::from_secs(30)) => {}
                     () = stop.cancelled() => break,
                 }
             }
             Err(err) => {
-                drop(permit);
+                drop(room);
                 warn!(error = %err, "claiming a task failed");
                 tokio::select! {
                     () = tokio::time::sleep(error_backoff) => {}

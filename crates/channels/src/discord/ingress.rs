@@ -25,7 +25,7 @@ use tracing::{debug, info, warn};
 
 use super::client::DiscordApi;
 use super::payload::{self, CHANNEL, Place};
-use crate::retry::{LOOKUP, Retry, hand_over, reconnect};
+use crate::retry::{LOOKUP, Retry, hand_over_all, reconnect};
 
 /// The intents Herald identifies with. MESSAGE_CONTENT is privileged: it
 /// must be switched on in the developer portal, or the gateway closes with
@@ -33,6 +33,9 @@ use crate::retry::{LOOKUP, Retry, hand_over, reconnect};
 pub fn intents() -> GatewayIntents {
     GatewayIntents::GUILD_MESSAGES | GatewayIntents::DIRECT_MESSAGES | GatewayIntents::MESSAGE_CONTENT
 }
+
+/// The most gateway messages handed to the sink at once.
+const MAX_BATCH: usize = 100;
 
 /// Receives from the gateway and hands messages to the sink.
 pub struct DiscordIngress {
@@ -87,7 +90,24 @@ impl DiscordIngress {
                 biased;
                 event = events.recv() => match event {
                     Some(GatewayEvent::Message(message)) => {
-                        self.handle(sink, &mut places, bot.id, *message, shutdown).await;
+                        // What else the gateway queued meanwhile goes with it,
+                        // up to the next event that is not a message.
+                        let mut batch = vec![*message];
+                        let mut after = None;
+                        while batch.len() < MAX_BATCH {
+                            match events.try_recv() {
+                                Ok(GatewayEvent::Message(message)) => batch.push(*message),
+                                Ok(other) => {
+                                    after = Some(other);
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                        self.handle_all(sink, &mut places, bot.id, batch, shutdown).await;
+                        if let Some(GatewayEvent::Connected(connected)) = after {
+                            sink.connected(&ChannelName::new(CHANNEL), connected);
+                        }
                     }
                     Some(GatewayEvent::Connected(connected)) => sink.connected(&ChannelName::new(CHANNEL), connected),
                     None => return (&mut done).await.unwrap_or(Ok(())),
@@ -135,25 +155,32 @@ impl DiscordIngress {
         Place::Channel { channel }
     }
 
-    async fn handle(
+    /// Hands the messages for Herald among `messages` to the sink, in
+    /// order and as one batch. A message is only safe once the queue has
+    /// it; the next batch is taken only after.
+    async fn handle_all(
         &self,
         sink: &dyn InboundSink,
         places: &mut HashMap<u64, Place>,
         bot_id: u64,
-        message: Message,
+        messages: Vec<Message>,
         shutdown: &CancellationToken,
     ) {
-        if !payload::is_for_herald(&message, bot_id) {
+        let mut inbound = Vec::with_capacity(messages.len());
+        for message in messages {
+            if !payload::is_for_herald(&message, bot_id) {
+                continue;
+            }
+            let place = self.place_of(places, &message, shutdown).await;
+            inbound.extend(payload::inbound(&message, place, bot_id, &self.respond_in));
+        }
+        if inbound.is_empty() {
             return;
         }
-        let place = self.place_of(places, &message, shutdown).await;
-        let Some(inbound) = payload::inbound(&message, place, bot_id, &self.respond_in) else {
-            return;
-        };
-        // A message is only safe once the queue has it; the next one is
-        // taken only after.
-        if let Some(admission) = hand_over(sink, &inbound, shutdown).await {
-            debug!(conversation = %inbound.conversation.id, ?admission, "discord message accepted");
+        if let Some(admissions) = hand_over_all(sink, &inbound, shutdown).await {
+            for (message, admission) in inbound.iter().zip(admissions) {
+                debug!(conversation = %message.conversation.id, ?admission, "discord message accepted");
+            }
         }
     }
 }

@@ -23,7 +23,7 @@ use teloxide::types::{AllowedUpdate, Update};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::retry::{PERSIST, Retry, hand_over, persist};
+use crate::retry::{PERSIST, Retry, hand_over_all, persist};
 
 use super::client::TelegramApi;
 use super::config::{TelegramMode, WebhookConfig, generate_webhook_secret};
@@ -78,30 +78,6 @@ impl TelegramIngress {
             allowed.push(AllowedUpdate::EditedMessage);
         }
         allowed
-    }
-
-    /// Hands one update to the sink, retrying while the store is unavailable.
-    async fn deliver(
-        &self,
-        update: &Update,
-        bot: &BotIdentity,
-        sink: &dyn InboundSink,
-        shutdown: &CancellationToken,
-    ) -> bool {
-        let message = match classify(update, bot, &self.rules) {
-            Classified::Message(message) => message,
-            Classified::Ignored(reason) => {
-                debug!(update = update.id.0, reason, "update ignored");
-                return true;
-            }
-        };
-        match hand_over(sink, &message, shutdown).await {
-            Some(admission) => {
-                debug!(update = update.id.0, ?admission, "update accepted");
-                true
-            }
-            None => false,
-        }
     }
 
     async fn stored_offset(&self, key: &str) -> Result<Option<i32>, StoreError> {
@@ -203,8 +179,9 @@ impl TelegramIngress {
         }
     }
 
-    /// Hands a poll's updates to the sink in order. Returns false when
-    /// shutdown came first.
+    /// Hands a poll's updates to the sink in order, as one batch, retrying
+    /// while the store is unavailable. Returns false when shutdown came
+    /// first.
     async fn deliver_all(
         &self,
         updates: &[Update],
@@ -212,10 +189,25 @@ impl TelegramIngress {
         sink: &dyn InboundSink,
         shutdown: &CancellationToken,
     ) -> bool {
+        let mut ids = Vec::with_capacity(updates.len());
+        let mut messages = Vec::with_capacity(updates.len());
         for update in updates {
-            if !self.deliver(update, bot, sink, shutdown).await {
-                return false;
+            match classify(update, bot, &self.rules) {
+                Classified::Message(message) => {
+                    ids.push(update.id.0);
+                    messages.push(*message);
+                }
+                Classified::Ignored(reason) => debug!(update = update.id.0, reason, "update ignored"),
             }
+        }
+        if messages.is_empty() {
+            return true;
+        }
+        let Some(admissions) = hand_over_all(sink, &messages, shutdown).await else {
+            return false;
+        };
+        for (update, admission) in ids.into_iter().zip(admissions) {
+            debug!(update, ?admission, "update accepted");
         }
         true
     }

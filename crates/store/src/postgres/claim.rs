@@ -1,7 +1,7 @@
 //! The claim on PostgreSQL, shared safely by several processes.
 //!
-//! The claim is one `UPDATE … WHERE id = (SELECT … FOR NO KEY UPDATE SKIP
-//! LOCKED)`. Under READ COMMITTED the subquery sees the statement's snapshot
+//! The claim is one `UPDATE … WHERE id IN (SELECT … LIMIT n FOR NO KEY
+//! UPDATE SKIP LOCKED)`. Under READ COMMITTED the subquery sees the statement's snapshot
 //! and keeps each conversation's head (its lowest-id task still queued or
 //! leased) when that head is due: queued with `run_at` passed, or leased with
 //! the lease expired. Why two workers never lease two tasks of one
@@ -28,13 +28,14 @@ use crate::engine::filter_lists;
 use crate::sql::task_columns;
 use crate::statement::Statement;
 
-/// `herald_claim_task` (migrations 0003 and 0006) walks `tasks_unfinished_by_priority`
-/// in order, planned with sorts off, and takes the first claimable
-/// conversation head, skipping rows another worker is claiming.
+/// `herald_claim_tasks` (migration 0009, the walk of 0003 and 0006) walks
+/// `tasks_unfinished_by_priority` in order, planned with sorts off, and
+/// takes the first `$7` claimable conversation heads, skipping rows another
+/// worker is claiming.
 pub(super) const CLAIM: &str = concat!(
     "SELECT ",
     task_columns!(),
-    " FROM herald_claim_task($1, $2, $3, $4, $5, $6)"
+    " FROM herald_claim_tasks($1, $2, $3, $4, $5, $6, $7)"
 );
 
 pub(super) const PENDING: &str = "\

@@ -89,6 +89,8 @@ impl Engine for PgEngine {
     const CLAIM: &'static str = claim::CLAIM;
     const PENDING: &'static str = claim::PENDING;
     const ENQUEUE: &'static str = batched::ENQUEUE;
+    /// Many connections write at once here: no one writer to queue behind.
+    const ENQUEUE_ALL: Option<&'static str> = None;
     const COMPLETE_DELIVERED: &'static str = batched::COMPLETE_DELIVERED;
 
     fn record_turn_and_state(rows: usize) -> Option<&'static str> {

@@ -1,8 +1,8 @@
 //! The claim on SQLite.
 //!
-//! The claim is one `UPDATE … WHERE id = (SELECT …) RETURNING`: SQLite takes
-//! the write lock when the statement starts, so choosing the task and leasing
-//! it are one atomic step, even against another process on the same file.
+//! The claim is one `UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING`:
+//! SQLite takes the write lock when the statement starts, so choosing the
+//! tasks and leasing them are one atomic step, even against another process on the same file.
 //! The subquery keeps only each conversation's head (its lowest-id task still
 //! queued or leased) and of those the ones due now: queued with `run_at`
 //! passed, or leased with the lease expired (its worker died). A
@@ -35,19 +35,20 @@ macro_rules! claimable_heads {
     };
 }
 
-/// Takes the first claimable conversation head. When nothing more is
-/// claimable after it (or at all), the same round trip reads when the next
+/// Takes the first `$7` claimable conversation heads (a claimer with room
+/// for several turns takes a backlog's tasks in one write, not one write
+/// each). When nothing more is claimable after them (or at all), the same round trip reads when the next
 /// task becomes due, as a row of its own: the claimer's next claim and its
 /// idle wait then need no round trip (`wake.rs`). Run with `fetch_all`: the
 /// second statement runs after the claim's row.
 pub(super) const CLAIM: &str = concat!(
     "UPDATE tasks SET state = 'leased', lease_token = $1, lease_expires_at = $2, lease_holder = $6, attempts = attempts + 1,
     updated_at = $3
-WHERE id = (
+WHERE id IN (
     ",
     claimable_heads!(),
     "
-    LIMIT 1)
+    LIMIT $7)
 RETURNING ",
     task_columns!(),
     ";

@@ -110,6 +110,7 @@ impl Engine for SqliteEngine {
     const CLAIM: &'static str = claim::CLAIM;
     const PENDING: &'static str = claim::PENDING;
     const ENQUEUE: &'static str = batched::ENQUEUE;
+    const ENQUEUE_ALL: Option<&'static str> = Some(batched::ENQUEUE_ALL);
     const COMPLETE_DELIVERED: &'static str = batched::COMPLETE_DELIVERED;
 
     fn record_turn_and_state(rows: usize) -> Option<&'static str> {

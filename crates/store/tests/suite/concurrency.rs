@@ -31,6 +31,18 @@ struct Observed {
 }
 
 pub async fn concurrent_claimers_never_share_a_conversation(h: Harness) {
+    claimers_never_share_a_conversation(h, 1).await;
+}
+
+/// The same with batches: each round of an enqueuer is one `enqueue_all`,
+/// and each claim takes up to three tasks.
+pub async fn concurrent_batch_claimers_never_share_a_conversation(h: Harness) {
+    claimers_never_share_a_conversation(h, 3).await;
+}
+
+/// Enqueuers and claimers in several processes; with `batch` above one,
+/// enqueuers store each round in one batch and claims take up to `batch`.
+async fn claimers_never_share_a_conversation(h: Harness, batch: usize) {
     let mut processes = vec![h.storage.clone()];
     for _ in 1..PROCESSES {
         processes.push(h.another_process(&queue_config()).await);
@@ -45,22 +57,25 @@ pub async fn concurrent_claimers_never_share_a_conversation(h: Harness) {
         let queue = storage.queue();
         handles.push(tokio::spawn(async move {
             for n in 0..MESSAGES_EACH {
-                for c in (0..CONVERSATIONS).filter(|c| c % PROCESSES == index) {
-                    queue
-                        .enqueue(message(&format!("test:c{c}"), &format!("c{c} m{n}")))
-                        .await
-                        .unwrap();
-                }
+                let mut round: Vec<_> = (0..CONVERSATIONS)
+                    .filter(|c| c % PROCESSES == index)
+                    .map(|c| message(&format!("test:c{c}"), &format!("c{c} m{n}")))
+                    .collect();
                 if n < SHARED_EACH {
-                    queue
-                        .enqueue(message("test:shared", &format!("shared p{index} m{n}")))
-                        .await
-                        .unwrap();
+                    round.push(message("test:shared", &format!("shared p{index} m{n}")));
+                }
+                if batch > 1 {
+                    let stored = queue.enqueue_all(round).await.unwrap();
+                    assert!(stored.iter().all(|e| matches!(e, Enqueued::New(_))), "{stored:?}");
+                } else {
+                    for task in round {
+                        queue.enqueue(task).await.unwrap();
+                    }
                 }
             }
         }));
         for _ in 0..WORKERS_PER_PROCESS {
-            handles.push(tokio::spawn(worker(storage.clone(), observed.clone(), total)));
+            handles.push(tokio::spawn(worker(storage.clone(), observed.clone(), total, batch)));
         }
     }
     timeout(Duration::from_secs(120), async {
@@ -109,40 +124,53 @@ pub async fn concurrent_claimers_never_share_a_conversation(h: Harness) {
     }
 }
 
-async fn worker(storage: Storage, observed: Arc<Observed>, total: usize) {
+async fn worker(storage: Storage, observed: Arc<Observed>, total: usize, batch: usize) {
     let queue = storage.queue();
     let conversations = storage.conversations();
     while observed.done.load(Ordering::SeqCst) < total {
-        let Some(lease) = queue.claim(&ClaimFilter::any()).await.unwrap() else {
+        let leases = queue.claim_up_to(&ClaimFilter::any(), batch).await.unwrap();
+        if leases.is_empty() {
             queue.wait_for_work(Duration::from_millis(20)).await;
             continue;
-        };
-        let conversation = lease.task.conversation.clone();
+        }
+        if leases.len() > batch {
+            observed
+                .violations
+                .lock()
+                .unwrap()
+                .push(format!("{} tasks for a claim of at most {batch}", leases.len()));
+        }
         {
             let mut in_flight = observed.in_flight.lock().unwrap();
-            if !in_flight.insert(conversation.clone()) {
-                observed
-                    .violations
-                    .lock()
-                    .unwrap()
-                    .push(format!("{conversation} leased twice at once"));
+            for lease in &leases {
+                let conversation = &lease.task.conversation;
+                if !in_flight.insert(conversation.clone()) {
+                    observed
+                        .violations
+                        .lock()
+                        .unwrap()
+                        .push(format!("{conversation} leased twice at once"));
+                }
             }
             observed.most_at_once.fetch_max(in_flight.len(), Ordering::Relaxed);
         }
-        // Some work that takes a round trip, so leases overlap.
-        conversations.history(&conversation, 5).await.unwrap();
-        observed
-            .served
-            .lock()
-            .unwrap()
-            .entry(conversation.clone())
-            .or_default()
-            .push((lease.task.id, text(&lease).into()));
-        // Leaves the in-flight set before completing: once completed, the
-        // next task of the conversation may be claimed at once.
-        observed.in_flight.lock().unwrap().remove(&conversation);
-        queue.complete(&lease).await.unwrap();
-        observed.done.fetch_add(1, Ordering::SeqCst);
+        for lease in leases {
+            let conversation = lease.task.conversation.clone();
+            // Some work that takes a round trip, so leases overlap.
+            conversations.history(&conversation, 5).await.unwrap();
+            observed
+                .served
+                .lock()
+                .unwrap()
+                .entry(conversation.clone())
+                .or_default()
+                .push((lease.task.id, text(&lease).into()));
+            // Leaves the in-flight set before completing: once completed, the
+            // next task of the conversation may be claimed at once.
+            observed.in_flight.lock().unwrap().remove(&conversation);
+            queue.complete(&lease).await.unwrap();
+            observed.done.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 

@@ -273,3 +273,84 @@ pub async fn not_before_delays_a_task(h: Harness) {
     h.advance(Duration::from_secs(300));
     assert_eq!(claim_text(&*queue).await.as_deref(), Some("later"));
 }
+
+pub async fn a_batch_claim_takes_conversation_heads_in_order(h: Harness) {
+    let queue = h.storage.queue();
+    let mut background = message("test:cron", "background");
+    background.priority = 10;
+    queue.enqueue(background).await.unwrap();
+    for (conversation, text) in [("test:ann", "ann 1"), ("test:ann", "ann 2"), ("test:bob", "bob 1")] {
+        queue.enqueue(message(conversation, text)).await.unwrap();
+    }
+    queue.enqueue(message("test:cat", "cat 1")).await.unwrap();
+
+    let texts = |leases: &[herald_core::Lease]| leases.iter().map(|l| text(l).to_owned()).collect::<Vec<_>>();
+    let first = queue.claim_up_to(&any(), 2).await.unwrap();
+    assert_eq!(
+        texts(&first),
+        ["ann 1", "bob 1"],
+        "at most two, the first by priority then arrival"
+    );
+    let rest = queue.claim_up_to(&any(), 10).await.unwrap();
+    assert_eq!(
+        texts(&rest),
+        ["cat 1", "background"],
+        "one task per conversation: ann 2 waits behind ann 1"
+    );
+    assert!(queue.claim_up_to(&any(), 10).await.unwrap().is_empty());
+
+    // Each lease stands on its own: completing one frees only its conversation.
+    queue.complete(&first[0]).await.unwrap();
+    let next = queue.claim_up_to(&any(), 10).await.unwrap();
+    assert_eq!(texts(&next), ["ann 2"]);
+    assert_eq!(next[0].task.attempt, 1);
+    queue.fail(&first[1], "model down").await.unwrap();
+    assert!(matches!(queue.complete(&first[1]).await, Err(StoreError::LeaseLost(_))));
+}
+
+pub async fn a_batch_is_enqueued_in_order_and_duplicates_are_told(h: Harness) {
+    let queue = h.storage.queue();
+    let Enqueued::New(earlier) = queue.enqueue(message("test:bob", "seen before")).await.unwrap() else {
+        panic!("a new event is stored");
+    };
+    let batch = vec![
+        message("test:ann", "ann 1"),
+        message("test:bob", "seen before"),
+        message("test:ann", "ann 2"),
+        message("test:cat", "cat 1"),
+        message("test:ann", "ann 1"),
+    ];
+    let stored = queue.enqueue_all(batch).await.unwrap();
+    assert_eq!(stored.len(), 5);
+    let ids: Vec<_> = stored.iter().map(|e| e.task_id()).collect();
+    assert!(matches!(stored[0], Enqueued::New(_)));
+    assert_eq!(stored[1], Enqueued::Duplicate(earlier), "stored before the batch");
+    assert!(matches!(stored[2], Enqueued::New(_)));
+    assert!(matches!(stored[3], Enqueued::New(_)));
+    assert_eq!(
+        stored[4],
+        Enqueued::Duplicate(ids[0]),
+        "the same event twice in one batch"
+    );
+    assert!(
+        ids[0] < ids[2] && ids[2] < ids[3],
+        "ids follow the batch's order: {ids:?}"
+    );
+    assert_eq!(queue.pending(&any()).await.unwrap(), 4);
+
+    // Ann's messages are served in the batch's order.
+    let mut ann = Vec::new();
+    let filter = ClaimFilter::conversation(ConversationId::new("test:ann"));
+    while let Some(lease) = queue.claim(&filter).await.unwrap() {
+        ann.push(text(&lease).to_owned());
+        queue.complete(&lease).await.unwrap();
+    }
+    assert_eq!(ann, ["ann 1", "ann 2"]);
+
+    // A batch offered again (an adapter retrying after an error) stores nothing twice.
+    let again = queue
+        .enqueue_all(vec![message("test:ann", "ann 2"), message("test:cat", "cat 1")])
+        .await
+        .unwrap();
+    assert_eq!(again, [Enqueued::Duplicate(ids[2]), Enqueued::Duplicate(ids[3])]);
+}
