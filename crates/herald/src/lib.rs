@@ -9,6 +9,7 @@ pub mod commands;
 pub mod config;
 pub mod hardening;
 pub mod logging;
+pub mod memory;
 pub mod observability;
 pub mod schedules;
 pub mod shutdown;

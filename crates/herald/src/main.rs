@@ -7,5 +7,6 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = herald_skills::script_supervisor_entry() {
         return code;
     }
+    herald::memory::limit_allocator_arenas();
     herald::main()
 }

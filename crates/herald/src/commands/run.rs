@@ -118,8 +118,13 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
         turns = if role.serves() { app.config.turns_in_flight() } else { 0 },
         "herald is running"
     );
+    let ingresses = if role.receives() { built.ingress.len() } else { 0 };
+    let release = tokio::spawn(crate::memory::release_startup_code(status.clone(), ingresses));
+    let trim = tokio::spawn(crate::memory::trim_heap_periodically());
 
     signal.cancelled().await;
+    release.abort();
+    trim.abort();
     stop_ingress.cancel();
     stop_scheduler.cancel();
     while ingress.join_next().await.is_some() {}
