@@ -120,11 +120,9 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
     );
     let ingresses = if role.receives() { built.ingress.len() } else { 0 };
     let release = tokio::spawn(crate::memory::release_startup_code(status.clone(), ingresses));
-    let trim = tokio::spawn(crate::memory::trim_heap_periodically());
 
     signal.cancelled().await;
     release.abort();
-    trim.abort();
     stop_ingress.cancel();
     stop_scheduler.cancel();
     while ingress.join_next().await.is_some() {}
