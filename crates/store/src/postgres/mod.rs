@@ -59,7 +59,7 @@ impl PgEngine {
         })?;
         let pool = PgPoolOptions::new()
             .before_acquire(|_, _| Box::pin(async { statement::count_ping() }))
-            .max_connections(storage.max_connections.max(1))
+            .max_connections(storage.postgres_connections().max(1))
             .connect_with(options.clone())
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact::url(&storage.url))))?;
