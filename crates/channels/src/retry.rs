@@ -196,26 +196,9 @@ pub async fn hand_over(
     message: &InboundMessage,
     shutdown: &CancellationToken,
 ) -> Option<Admission> {
-    let mut retry = Retry::new(PERSIST);
-    loop {
-        match sink.accept(message.clone()).await {
-            Ok(admission) => return Some(admission),
-            Err(err) => {
-                // Every store error is waited out: what is not stored stays
-                // unacknowledged, and skipping it would lose it.
-                let delay = retry.next_delay(RetryClass::Transient)?;
-                warn!(
-                    error = %err,
-                    conversation = %message.conversation.id,
-                    ?delay,
-                    "could not store an incoming message; it stays unacknowledged"
-                );
-                if !pause(delay, shutdown).await {
-                    return None;
-                }
-            }
-        }
-    }
+    hand_over_all(sink, std::slice::from_ref(message), shutdown)
+        .await?
+        .pop()
 }
 
 /// Hands `messages` to the sink, in order, until the store has them all, as
@@ -232,9 +215,15 @@ pub async fn hand_over_all(
         let taken = sink.accept_all(messages[admissions.len()..].to_vec()).await;
         admissions.extend(taken.admissions);
         let Some(err) = taken.error else { continue };
+        let Some(waiting) = messages.get(admissions.len()) else {
+            break;
+        };
+        // Every store error is waited out: what is not stored stays
+        // unacknowledged, and skipping it would lose it.
         let delay = retry.next_delay(RetryClass::Transient)?;
         warn!(
             error = %err,
+            conversation = %waiting.conversation.id,
             waiting = messages.len() - admissions.len(),
             ?delay,
             "could not store incoming messages; they stay unacknowledged"
