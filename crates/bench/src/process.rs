@@ -211,7 +211,11 @@ impl Herald {
             status = herald.child.wait() => bail!("herald exited ({status:?}) before it was ready:\n{}", herald.log_tail()),
             () = tokio::time::sleep(timeout) => bail!("herald was not ready within {timeout:?}:\n{}", herald.log_tail()),
         };
-        let ready_at = ready_at.context("the ready watch closed")?;
+        let Some(ready_at) = ready_at else {
+            // The reader ends when Herald closes stderr, that is when it exits.
+            let status = herald.child.wait().await;
+            bail!("herald exited ({status:?}) before it was ready:\n{}", herald.log_tail());
+        };
         herald.ready_after = ready_at.duration_since(spawned_at);
         Ok(herald)
     }
