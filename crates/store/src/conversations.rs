@@ -37,21 +37,14 @@ impl<E: Engine> ConversationStore for Store<E> {
         limit: usize,
         scope: &str,
     ) -> Result<(Vec<HistoryEntry>, Option<serde_json::Value>), StoreError> {
-        let found = Statement::<E::Db>::new(sql::HISTORY_AND_STATE)
+        let row = Statement::<E::Db>::new(E::HISTORY_AND_STATE)
             .text(conversation.as_str())
             .int(i64::try_from(limit).unwrap_or(i64::MAX))
             .text(scope)
-            .fetch_all(self.engine.reads())
+            .fetch_one(self.engine.reads())
             .await?;
-        let mut history = Vec::with_capacity(found.len());
-        let mut state = None;
-        for row in &found {
-            match row.opt_text("value")? {
-                Some(value) => state = Some(rows::state_value(&value)?),
-                None => history.push(rows::history_entry(row)?),
-            }
-        }
-        history.sort_by_key(|entry| entry.id);
+        let history = rows::history_json(&row.text("history")?)?;
+        let state = row.opt_text("value")?.as_deref().map(rows::state_value).transpose()?;
         Ok((history, state))
     }
 

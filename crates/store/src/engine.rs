@@ -73,6 +73,14 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// of each entry written. Run with `fetch_all`.
     fn record_turn_and_state(rows: usize) -> Option<&'static str>;
 
+    /// A turn's history and state in one row of one round trip: `history`,
+    /// the newest `$2` entries of conversation `$1` as one JSON array of
+    /// `[id, task_id, role, actor, text, at]` arrays (`rows::history_json`),
+    /// and `value`, the conversation's state in scope `$3` or NULL. One
+    /// value instead of a row per entry: the entries are not copied and
+    /// handed over one by one. Run with `fetch_one`.
+    const HISTORY_AND_STATE: &'static str;
+
     /// Counts the unfinished tasks that `$1`/`$2` (the filter's lists) allow,
     /// as `pending`.
     const PENDING: &'static str;

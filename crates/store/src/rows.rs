@@ -34,15 +34,39 @@ pub(crate) fn task(row: &impl Columns) -> Result<Task, StoreError> {
 
 /// A history entry from the columns `sql::HISTORY` and `sql::TASK_ENTRIES` read.
 pub(crate) fn history_entry(row: &impl Columns) -> Result<HistoryEntry, StoreError> {
-    let role = row.text("role")?;
     Ok(HistoryEntry {
         id: row.int("id")?,
         task: row.opt_int("task_id")?.map(TaskId),
-        role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("unknown history role `{role}`")))?,
+        role: role_named(&row.text("role")?)?,
         actor: row.opt_text("actor")?.map(ActorId::new),
         text: row.text("text")?,
         at: from_millis(row.int("at")?),
     })
+}
+
+/// The entries of an `Engine::HISTORY_AND_STATE` array, oldest first.
+pub(crate) fn history_json(json: &str) -> Result<Vec<HistoryEntry>, StoreError> {
+    type Entry = (i64, Option<i64>, String, Option<String>, String, i64);
+    let entries: Vec<Entry> = serde_json::from_str(json).map_err(|e| error::json("history", e))?;
+    let mut history = entries
+        .into_iter()
+        .map(|(id, task, role, actor, text, at)| {
+            Ok(HistoryEntry {
+                id,
+                task: task.map(TaskId),
+                role: role_named(&role)?,
+                actor: actor.map(ActorId::new),
+                text,
+                at: from_millis(at),
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    history.sort_unstable_by_key(|entry| entry.id);
+    Ok(history)
+}
+
+fn role_named(role: &str) -> Result<Role, StoreError> {
+    Role::parse(role).ok_or_else(|| StoreError::Corrupt(format!("unknown history role `{role}`")))
 }
 
 pub(crate) fn delivery(row: &impl Columns) -> Result<DeliveryReceipt, StoreError> {

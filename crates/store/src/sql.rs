@@ -118,19 +118,20 @@ SELECT COUNT(*) FILTER (WHERE state = 'queued') AS queued,
 FROM tasks
 WHERE state IN ('queued', 'leased')";
 
-pub(crate) const HISTORY: &str = "\
-SELECT id, task_id, role, actor, text, at FROM (
-    SELECT id, task_id, role, actor, text, at FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2
-) AS newest ORDER BY id";
+/// The newest `$2` entries of conversation `$1`, newest first, as the
+/// columns `rows::history_entry` reads; a literal for `concat!`.
+macro_rules! newest_entries {
+    () => {
+        "SELECT id, task_id, role, actor, text, at FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2"
+    };
+}
+pub(crate) use newest_entries;
 
-/// [`HISTORY`] and, as the one row with a `value`, the conversation's
-/// state in scope `$3`. Rows come in no order.
-pub(crate) const HISTORY_AND_STATE: &str = "\
-SELECT id, task_id, role, actor, text, at, NULL AS value FROM (
-    SELECT id, task_id, role, actor, text, at FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2
-) AS newest
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, value FROM state WHERE scope = $3 AND key = $1";
+pub(crate) const HISTORY: &str = concat!(
+    "SELECT id, task_id, role, actor, text, at FROM (",
+    newest_entries!(),
+    ") AS newest ORDER BY id"
+);
 
 pub(crate) const TASK_ENTRIES: &str =
     "SELECT id, task_id, role, actor, text, at FROM messages WHERE task_id = $1 ORDER BY seq";

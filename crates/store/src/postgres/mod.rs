@@ -27,13 +27,22 @@ use tokio::task::JoinHandle;
 
 use crate::config::StorageConfig;
 use crate::engine::Engine;
-use crate::error;
 use crate::locks::{self, PgLocks};
 use crate::statement::{self, Columns, On, Statement};
 use crate::wake::Wakeup;
+use crate::{error, sql};
 
 /// The NOTIFY channel of the task queue.
 pub(crate) const CHANNEL: &str = "herald_tasks";
+
+/// `Engine::HISTORY_AND_STATE`; `json_agg` of no rows is NULL, hence the
+/// empty array.
+const HISTORY_AND_STATE: &str = concat!(
+    "SELECT (SELECT COALESCE(json_agg(json_build_array(id, task_id, role, actor, text, at))::text, '[]') FROM (",
+    sql::newest_entries!(),
+    ") AS newest) AS history,
+    (SELECT value FROM state WHERE scope = $3 AND key = $1) AS value"
+);
 
 const NOTIFY: &str = "SELECT pg_notify('herald_tasks', $1)";
 
@@ -92,6 +101,7 @@ impl Engine for PgEngine {
     /// Many connections write at once here: no one writer to queue behind.
     const ENQUEUE_ALL: Option<&'static str> = None;
     const COMPLETE_DELIVERED: &'static str = batched::COMPLETE_DELIVERED;
+    const HISTORY_AND_STATE: &'static str = HISTORY_AND_STATE;
 
     fn record_turn_and_state(rows: usize) -> Option<&'static str> {
         batched::record_turn_and_state(rows)

@@ -38,9 +38,9 @@ use sqlx::{Sqlite, Transaction};
 
 use crate::config::StorageConfig;
 use crate::engine::Engine;
-use crate::error;
 use crate::locks::SqliteLocks;
 use crate::statement::{self, Columns, On, Statement};
+use crate::{error, sql};
 
 /// Each connection's page cache, in SQLite's units (negative: KiB): at most
 /// 512 KiB of pages where SQLite's default is 2 MiB. The kernel caches the
@@ -112,6 +112,7 @@ impl Engine for SqliteEngine {
     const ENQUEUE: &'static str = batched::ENQUEUE;
     const ENQUEUE_ALL: Option<&'static str> = Some(batched::ENQUEUE_ALL);
     const COMPLETE_DELIVERED: &'static str = batched::COMPLETE_DELIVERED;
+    const HISTORY_AND_STATE: &'static str = HISTORY_AND_STATE;
 
     fn record_turn_and_state(rows: usize) -> Option<&'static str> {
         batched::record_turn_and_state(rows)
@@ -190,6 +191,15 @@ impl Engine for SqliteEngine {
         Ok(holders.into_iter().filter(|id| self.locks.is_dead(id)).collect())
     }
 }
+
+/// `Engine::HISTORY_AND_STATE`: the entries come out of the subquery newest
+/// first (`rows::history_json` puts them in order).
+const HISTORY_AND_STATE: &str = concat!(
+    "SELECT (SELECT json_group_array(json_array(id, task_id, role, actor, text, at)) FROM (",
+    sql::newest_entries!(),
+    ")) AS history,
+    (SELECT value FROM state WHERE scope = $3 AND key = $1) AS value"
+);
 
 /// The holders of leased tasks other than `$1`, through `tasks_leased_by_holder`.
 const LEASE_HOLDERS: &str = "\

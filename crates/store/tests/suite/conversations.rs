@@ -122,6 +122,46 @@ pub async fn history_comes_with_the_conversations_state(h: Harness) {
     assert_eq!(state, Some(json!(["other"])), "a state without history");
 }
 
+/// Whatever people write comes back from the history read with its state
+/// exactly as written: quotes, backslashes, line breaks, control
+/// characters, text that is itself JSON, non-Latin scripts and emoji, with
+/// and without an actor, and the entries' ids, tasks and times.
+pub async fn history_with_state_reads_any_text_back_as_written(h: Harness) {
+    let awkward = [
+        "say \"hi\" \\ then\nleave\ttabbed\r\n",
+        "{\"looks\": [\"like\", \"json\"]}",
+        "[1, 2, null]",
+        "\u{1}\u{1f} bell\u{7} and escape \u{1b}[31m",
+        "Ελληνικά, 日本語, עברית, emoji 🦀👍🏽",
+        "null",
+        "",
+    ];
+    for question in awkward {
+        turn(&h, question).await;
+    }
+    let store = h.storage.conversations();
+    let ann = ConversationId::new("test:ann");
+    let (history, state) = store.history_and_state(&ann, 100, "active_skills").await.unwrap();
+    assert_eq!(state, None);
+    let alone = store.history(&ann, 100).await.unwrap();
+    assert_eq!(
+        history, alone,
+        "the same entries, ids, tasks, actors and times as the plain read"
+    );
+    let expected: Vec<String> = awkward
+        .iter()
+        .flat_map(|question| [question.to_string(), format!("re: {question}")])
+        .collect();
+    assert_eq!(texts(&history), expected);
+    assert!(
+        history
+            .iter()
+            .step_by(2)
+            .all(|entry| entry.actor == Some(ActorId::new("test:ann")))
+    );
+    assert!(history.iter().skip(1).step_by(2).all(|entry| entry.actor.is_none()));
+}
+
 pub async fn a_turn_is_recorded_once(h: Harness) {
     let id = turn(&h, "question").await;
     let store = h.storage.conversations();

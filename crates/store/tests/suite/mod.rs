@@ -120,6 +120,7 @@ macro_rules! backend_suite {
             conversations::history_is_the_newest_entries_oldest_first,
             conversations::a_turn_is_recorded_once,
             conversations::history_comes_with_the_conversations_state,
+            conversations::history_with_state_reads_any_text_back_as_written,
             conversations::deliveries_are_recorded_once_per_slot,
             conversations::the_last_receipt_is_written_with_the_completion,
             conversations::a_turn_is_recorded_with_a_state_value,
