@@ -28,6 +28,7 @@ mod claim;
 mod files;
 #[cfg(test)]
 mod plans;
+mod stable_plans;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -81,6 +82,7 @@ impl SqliteEngine {
             .min_connections(if in_memory { 1 } else { 0 })
             .idle_timeout(None)
             .max_lifetime(None)
+            .after_connect(|connection, _| Box::pin(stable_plans::plan_once(connection)))
             .connect_with(options.clone().pragma("cache_size", PAGE_CACHE))
             .await
             .map_err(|e| opening(&storage.url, e))?;
@@ -90,6 +92,7 @@ impl SqliteEngine {
             SqlitePoolOptions::new()
                 .test_before_acquire(false)
                 .max_connections(storage.sqlite_readers().max(1))
+                .after_connect(|connection, _| Box::pin(stable_plans::plan_once(connection)))
                 .connect_with(options.pragma("cache_size", PAGE_CACHE))
                 .await
                 .map_err(|e| opening(&storage.url, e))?
