@@ -17,6 +17,12 @@ use herald_store::{QueueConfig, Storage, StorageConfig};
 use herald_testkit::{Reply, ScriptedModel};
 use serde_json::json;
 
+/// A reply that takes long enough for a message's turn to show the typing
+/// indicator.
+fn thinking(reply: Reply) -> Reply {
+    Reply::Delayed(Duration::from_millis(800), Box::new(reply))
+}
+
 #[derive(Default)]
 struct Recorder {
     sent: Mutex<Vec<String>>,
@@ -36,9 +42,9 @@ impl ChannelOutbound for Recorder {
         })
     }
 
-    async fn typing(&self, _conversation: &ConversationRef) -> Result<(), ChannelError> {
+    async fn typing(&self, _conversation: &ConversationRef) -> Result<Option<Duration>, ChannelError> {
         self.sent.lock().unwrap().push("<typing>".into());
-        Ok(())
+        Ok(Some(Duration::from_secs(5)))
     }
 }
 
@@ -245,8 +251,11 @@ async fn acknowledgements_are_silent_on_every_path_and_alerts_arrive_without_the
         ),
     ] {
         let h = harness(40).await;
-        for reply in replies {
-            h.model.push(reply);
+        for (index, reply) in replies.into_iter().enumerate() {
+            h.model.push(match index {
+                0 => thinking(reply),
+                _ => reply,
+            });
         }
         let finished = h.serve(heartbeat_task("heartbeat:1")).await;
         assert_eq!(finished.outcome, Finish::Done, "{what}");
@@ -276,7 +285,7 @@ async fn a_failed_heartbeat_sends_nothing_and_is_not_retried() {
 #[tokio::test]
 async fn the_rule_is_for_heartbeats_only() {
     let h = harness(300).await;
-    h.model.push(Reply::text("HEARTBEAT_OK"));
+    h.model.push(thinking(Reply::text("HEARTBEAT_OK")));
     let message = InboundMessage {
         conversation: target(),
         sender: Sender {

@@ -53,8 +53,10 @@ pub trait PlatformSender: Send + Sync {
         key: Option<&str>,
     ) -> Result<String, ChannelError>;
 
-    async fn typing(&self, _conversation: &ConversationRef) -> Result<(), ChannelError> {
-        Ok(())
+    /// Shows the typing indicator; returns how long the platform shows it
+    /// ([`ChannelOutbound::typing`]).
+    async fn typing(&self, _conversation: &ConversationRef) -> Result<Option<Duration>, ChannelError> {
+        Ok(None)
     }
 
     /// What the platform takes in files from a bot; `None` when this
@@ -377,7 +379,7 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
         self.sender.uploads().map(|uploads| uploads.max_file_bytes)
     }
 
-    async fn typing(&self, conversation: &ConversationRef) -> Result<(), ChannelError> {
+    async fn typing(&self, conversation: &ConversationRef) -> Result<Option<Duration>, ChannelError> {
         self.sender.typing(conversation).await
     }
 }

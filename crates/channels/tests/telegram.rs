@@ -240,7 +240,8 @@ async fn replies_are_chunked_into_the_topic_and_typing_shows_there() {
         .send_group(&fake.admin(), &fake.group(), "long one please", true)
         .await;
     let inbound = sink.wait_for(1).await.remove(0);
-    channel.outbound.typing(&inbound.conversation).await.unwrap();
+    let lasts = channel.outbound.typing(&inbound.conversation).await.unwrap();
+    assert_eq!(lasts, Some(Duration::from_secs(5)), "Telegram shows it for 5 s");
     let text = "word ".repeat(2000);
     let sent = channel
         .outbound

@@ -58,10 +58,11 @@ pub trait ChannelOutbound: Send + Sync {
         None
     }
 
-    /// Shows that Herald is working on an answer. Channels without the
-    /// ability do nothing.
-    async fn typing(&self, _conversation: &ConversationRef) -> Result<(), ChannelError> {
-        Ok(())
+    /// Shows that Herald is working on an answer; returns how long the
+    /// platform shows it (the agent renews it before then while a turn
+    /// runs). Channels without the ability do nothing and return `None`.
+    async fn typing(&self, _conversation: &ConversationRef) -> Result<Option<Duration>, ChannelError> {
+        Ok(None)
     }
 }
 

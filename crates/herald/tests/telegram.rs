@@ -8,8 +8,8 @@ mod conformance;
 use std::time::Duration;
 
 use conformance::{REPLY, Setup};
-use herald_testkit::FakePlatform;
 use herald_testkit::telegram::FakeTelegram;
+use herald_testkit::{FakePlatform, Reply};
 
 conformance_suite!(telegram, FakeTelegram::start);
 
@@ -51,8 +51,27 @@ async fn start_is_answered_without_the_model_and_typing_shows_in_the_topic() {
     assert!(sent[0].text.starts_with("Hello, I'm Herald."), "{}", sent[0].text);
     assert!(setup.model.requests().is_empty(), "/start costs no model call");
 
+    // The model thinks until released: the indicator shows in the topic
+    // meanwhile, and is renewed before Telegram lets it fade (5 s).
+    setup.model.push(Reply::Hang);
     let group = setup.platform.group();
     let asked = setup.platform.send_group(&admin, &group, "in the topic", true).await;
+    let typing_in_topic = |fake: &FakeTelegram| {
+        fake.chat_actions()
+            .iter()
+            .filter(|a| a.chat == group.chat && a.thread == group.thread && a.action == "typing")
+            .count()
+    };
+    assert!(
+        setup
+            .platform
+            .wait_until(REPLY, |fake| typing_in_topic(fake) >= 2)
+            .await,
+        "{:?}",
+        setup.platform.chat_actions()
+    );
+    assert_eq!(setup.platform.sent().len(), 1, "no reply before the model answered");
+    setup.model.release();
     let sent = setup.sent(2, REPLY, &herald).await;
     assert_eq!(
         sent[1].text, "echo: in the topic",
@@ -60,13 +79,9 @@ async fn start_is_answered_without_the_model_and_typing_shows_in_the_topic() {
     );
     assert_eq!(sent[1].thread, group.thread);
     assert_eq!(sent[1].reply_to.as_deref(), Some(asked.as_str()));
-    let typing = setup.platform.chat_actions();
-    assert!(
-        typing
-            .iter()
-            .any(|a| a.chat == group.chat && a.thread == group.thread && a.action == "typing"),
-        "{typing:?}"
-    );
+    let shown = typing_in_topic(&setup.platform);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(typing_in_topic(&setup.platform), shown, "no indicator after the reply");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

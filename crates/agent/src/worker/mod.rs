@@ -24,6 +24,7 @@
 mod lease;
 mod pool;
 mod record;
+mod typing;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use self::lease::LeaseKeeper;
 pub use self::pool::WorkerPool;
 use self::record::recording;
+use self::typing::TYPING_AFTER;
 use crate::config::{AgentConfig, TurnLimits};
 use crate::prompt::TurnAttachments;
 use crate::turn::{TurnOutcome, TurnRequest, run_turn};
@@ -268,23 +270,29 @@ impl Agent {
             return Ok(Served::default());
         }
         // A heartbeat shows no sign of life unless it has something to say.
-        if scope.origin.quiet_limit().is_none()
-            && let Some(channel) = parts.outbound.get(&scope.conversation.channel)
-            && let Err(err) = channel.typing(&scope.conversation).await
-        {
-            debug!(error = %err, "typing indicator failed");
-        }
-        let prepared = self.prepare_files(&task.payload).await;
+        let typing_in = match scope.origin.quiet_limit() {
+            None => parts.outbound.get(&scope.conversation.channel).map(AsRef::as_ref),
+            Some(_) => None,
+        };
+        let (prepared, outcome) = typing::while_running(typing_in, &scope.conversation, TYPING_AFTER, async {
+            let prepared = self.prepare_files(&task.payload).await;
+            let input = prepared
+                .as_ref()
+                .map_or(input_text(&task.payload), |p| Some(p.text.as_str()));
+            let turn_files = prepared.as_ref().map(|p| TurnAttachments {
+                images: p.images.clone(),
+                documents: p.documents.clone(),
+            });
+            let outcome = self
+                .run(scope, &earlier, input, turn_files.as_ref(), toolbox_state)
+                .await;
+            (prepared, outcome)
+        })
+        .await;
+        let mut outcome = outcome?;
         let input = prepared
             .as_ref()
             .map_or(input_text(&task.payload), |p| Some(p.text.as_str()));
-        let turn_files = prepared.as_ref().map(|p| TurnAttachments {
-            images: p.images.clone(),
-            documents: p.documents.clone(),
-        });
-        let mut outcome = self
-            .run(scope, &earlier, input, turn_files.as_ref(), toolbox_state)
-            .await?;
         if let Some(prepared) = &prepared {
             outcome.accounting.transcripts = prepared.transcripts;
             outcome.notices.splice(0..0, prepared.notices.iter().cloned());

@@ -280,8 +280,11 @@ impl PlatformSender for DiscordSender {
             .await
     }
 
-    async fn typing(&self, conversation: &ConversationRef) -> Result<(), ChannelError> {
-        self.api.typing(render::target_channel(conversation)?).await
+    /// Discord's typing indicator expires after 10 seconds (Trigger Typing
+    /// Indicator) or when the bot's message arrives.
+    async fn typing(&self, conversation: &ConversationRef) -> Result<Option<Duration>, ChannelError> {
+        self.api.typing(render::target_channel(conversation)?).await?;
+        Ok(Some(Duration::from_secs(10)))
     }
 
     /// Up to ten files in one message, with the reply's last chunk as its

@@ -317,8 +317,10 @@ impl PlatformSender for TelegramSender {
         Ok(format!("{}:{}", sent.chat.id.0, sent.id.0))
     }
 
-    async fn typing(&self, conversation: &ConversationRef) -> Result<(), ChannelError> {
-        self.api.send_chat_action(render::typing(conversation)?).await
+    /// "The status is set for 5 seconds or less" (Bot API, `sendChatAction`).
+    async fn typing(&self, conversation: &ConversationRef) -> Result<Option<Duration>, ChannelError> {
+        self.api.send_chat_action(render::typing(conversation)?).await?;
+        Ok(Some(Duration::from_secs(5)))
     }
 
     /// One `sendDocument` per file, after the text: a caption holds only
