@@ -124,21 +124,19 @@ mod tests {
         }
     }
 
-    async fn turn_of(length: Duration) -> &'static str {
-        tokio::time::sleep(length).await;
-        "answer"
+    /// A turn of `length` with the indicator in `channel`.
+    async fn turn_of(channel: &Indicator, length: Duration) -> &'static str {
+        let turn = async {
+            tokio::time::sleep(length).await;
+            "answer"
+        };
+        while_running(Some(channel), &conversation(), TYPING_AFTER, turn).await
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_quick_answer_shows_no_indicator() {
         let channel = Indicator::new(Some(Duration::from_secs(5)));
-        let answer = while_running(
-            Some(&channel),
-            &conversation(),
-            TYPING_AFTER,
-            turn_of(Duration::from_millis(300)),
-        )
-        .await;
+        let answer = turn_of(&channel, Duration::from_millis(300)).await;
         assert_eq!(answer, "answer");
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert!(channel.shown_at().is_empty(), "{:?}", channel.shown_at());
@@ -148,13 +146,7 @@ mod tests {
     async fn a_long_turn_keeps_the_indicator_up_until_it_ends() {
         // Telegram shows it for 5 s: renewed every 4 s after each answer.
         let channel = Indicator::new(Some(Duration::from_secs(5)));
-        while_running(
-            Some(&channel),
-            &conversation(),
-            TYPING_AFTER,
-            turn_of(Duration::from_secs(13)),
-        )
-        .await;
+        turn_of(&channel, Duration::from_secs(13)).await;
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(channel.shown_at(), [500, 4_600, 8_700, 12_800]);
     }
@@ -163,13 +155,7 @@ mod tests {
     async fn the_renewal_follows_how_long_the_platform_shows_it() {
         // Discord shows it for 10 s.
         let channel = Indicator::new(Some(Duration::from_secs(10)));
-        while_running(
-            Some(&channel),
-            &conversation(),
-            TYPING_AFTER,
-            turn_of(Duration::from_secs(20)),
-        )
-        .await;
+        turn_of(&channel, Duration::from_secs(20)).await;
         assert_eq!(channel.shown_at(), [500, 8_600, 16_700]);
     }
 
@@ -177,13 +163,7 @@ mod tests {
     async fn the_turn_ends_while_the_indicator_is_on_its_way() {
         let channel = Indicator::new(Some(Duration::from_secs(5)));
         let started = Instant::now();
-        while_running(
-            Some(&channel),
-            &conversation(),
-            TYPING_AFTER,
-            turn_of(Duration::from_millis(550)),
-        )
-        .await;
+        turn_of(&channel, Duration::from_millis(550)).await;
         assert!(
             started.elapsed() < Duration::from_millis(600),
             "the turn does not wait for the indicator's round trip: {:?}",
@@ -198,13 +178,7 @@ mod tests {
         for fails in [false, true] {
             let mut channel = Indicator::new(if fails { Some(Duration::from_secs(5)) } else { None });
             channel.fails = fails;
-            let answer = while_running(
-                Some(&channel),
-                &conversation(),
-                TYPING_AFTER,
-                turn_of(Duration::from_secs(20)),
-            )
-            .await;
+            let answer = turn_of(&channel, Duration::from_secs(20)).await;
             assert_eq!(answer, "answer");
             assert_eq!(channel.shown_at(), [500], "fails: {fails}");
         }
