@@ -276,9 +276,7 @@ impl Agent {
         };
         let (prepared, outcome) = typing::while_running(typing_in, &scope.conversation, TYPING_AFTER, async {
             let prepared = self.prepare_files(&task.payload).await;
-            let input = prepared
-                .as_ref()
-                .map_or(input_text(&task.payload), |p| Some(p.text.as_str()));
+            let input = turn_input(&task.payload, prepared.as_ref());
             let turn_files = prepared.as_ref().map(|p| TurnAttachments {
                 images: p.images.clone(),
                 documents: p.documents.clone(),
@@ -290,9 +288,7 @@ impl Agent {
         })
         .await;
         let mut outcome = outcome?;
-        let input = prepared
-            .as_ref()
-            .map_or(input_text(&task.payload), |p| Some(p.text.as_str()));
+        let input = turn_input(&task.payload, prepared.as_ref());
         if let Some(prepared) = &prepared {
             outcome.accounting.transcripts = prepared.transcripts;
             outcome.notices.splice(0..0, prepared.notices.iter().cloned());
@@ -550,6 +546,15 @@ enum Receipts {
 /// recorded (empty when none did).
 fn split_recorded(history: Vec<HistoryEntry>, task: TaskId) -> (Vec<HistoryEntry>, Vec<HistoryEntry>) {
     history.into_iter().partition(|entry| entry.task != Some(task))
+}
+
+/// What the turn reads: the message with its files' text when they were
+/// prepared, else the payload's own text.
+fn turn_input<'a>(
+    payload: &'a TaskPayload,
+    prepared: Option<&'a crate::attachments::PreparedInput>,
+) -> Option<&'a str> {
+    prepared.map_or(input_text(payload), |p| Some(p.text.as_str()))
 }
 
 fn input_text(payload: &TaskPayload) -> Option<&str> {
