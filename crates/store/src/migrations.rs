@@ -53,6 +53,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "claim several",
         include_str!("../../../migrations/sqlite/0009_claim_several.sql"),
     ),
+    (
+        10,
+        "history together",
+        include_str!("../../../migrations/sqlite/0010_history_together.sql"),
+    ),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -96,6 +101,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         9,
         "claim several",
         include_str!("../../../migrations/postgres/0009_claim_several.sql"),
+    ),
+    (
+        10,
+        "history together",
+        include_str!("../../../migrations/postgres/0010_history_together.sql"),
     ),
 ];
 

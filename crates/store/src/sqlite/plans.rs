@@ -65,3 +65,27 @@ async fn stats_and_prune_never_scan_a_whole_table() {
     }
     engine.close().await;
 }
+
+/// A turn's history read (migration 0010) is answered from the index alone:
+/// a few neighbouring pages, never one table page per entry.
+#[tokio::test]
+async fn the_history_read_never_visits_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = SqliteEngine::connect(&StorageConfig {
+        url: format!("sqlite://{}", dir.path().join("plans.db").display()),
+        ..StorageConfig::default()
+    })
+    .await
+    .unwrap();
+    engine.migrate().await.unwrap();
+    let plan = plan(&engine, super::HISTORY_AND_STATE, &[0, 200, 0]).await;
+    let messages: Vec<_> = plan.iter().filter(|line| line.contains("messages")).collect();
+    assert!(
+        !messages.is_empty()
+            && messages
+                .iter()
+                .all(|line| line.contains("USING COVERING INDEX messages_history")),
+        "the history read visits the table: {plan:#?}"
+    );
+    engine.close().await;
+}
