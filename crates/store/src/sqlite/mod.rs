@@ -106,6 +106,20 @@ impl SqliteEngine {
     }
 }
 
+#[cfg(test)]
+impl SqliteEngine {
+    /// An engine on a new database file in `dir`, for tests that need a real
+    /// file (separate writer and readers).
+    pub(crate) async fn on_file_in(dir: &std::path::Path) -> Self {
+        Self::connect(&StorageConfig {
+            url: format!("sqlite://{}", dir.join("herald.db").display()),
+            ..StorageConfig::default()
+        })
+        .await
+        .unwrap()
+    }
+}
+
 impl Engine for SqliteEngine {
     type Db = Sqlite;
 

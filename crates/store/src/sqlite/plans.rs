@@ -4,7 +4,6 @@
 use sqlx::Row;
 
 use super::SqliteEngine;
-use crate::config::StorageConfig;
 use crate::engine::Engine;
 use crate::{prune, sql};
 
@@ -27,12 +26,7 @@ async fn plan(engine: &SqliteEngine, statement: &str, ints: &[i64]) -> Vec<Strin
 #[tokio::test]
 async fn stats_and_prune_never_scan_a_whole_table() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = SqliteEngine::connect(&StorageConfig {
-        url: format!("sqlite://{}", dir.path().join("plans.db").display()),
-        ..StorageConfig::default()
-    })
-    .await
-    .unwrap();
+    let engine = SqliteEngine::on_file_in(dir.path()).await;
     engine.migrate().await.unwrap();
     for (name, statement, ints, indexes) in [
         (
@@ -71,12 +65,7 @@ async fn stats_and_prune_never_scan_a_whole_table() {
 #[tokio::test]
 async fn the_history_read_never_visits_the_table() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = SqliteEngine::connect(&StorageConfig {
-        url: format!("sqlite://{}", dir.path().join("plans.db").display()),
-        ..StorageConfig::default()
-    })
-    .await
-    .unwrap();
+    let engine = SqliteEngine::on_file_in(dir.path()).await;
     engine.migrate().await.unwrap();
     let plan = plan(&engine, super::HISTORY_AND_STATE, &[0, 200, 0]).await;
     let messages: Vec<_> = plan.iter().filter(|line| line.contains("messages")).collect();

@@ -57,7 +57,6 @@ mod tests {
     use std::ops::DerefMut;
 
     use super::*;
-    use crate::config::StorageConfig;
     use crate::engine::Engine;
     use crate::sqlite::SqliteEngine;
 
@@ -66,12 +65,7 @@ mod tests {
     #[tokio::test]
     async fn every_connection_plans_its_statements_once() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = SqliteEngine::connect(&StorageConfig {
-            url: format!("sqlite://{}", dir.path().join("plans.db").display()),
-            ..StorageConfig::default()
-        })
-        .await
-        .unwrap();
+        let engine = SqliteEngine::on_file_in(dir.path()).await;
         let mut writer = engine.writes().acquire().await.unwrap();
         assert_eq!(qpsg(writer.deref_mut(), -1).await.unwrap(), 1, "the writer");
         let mut readers = Vec::new();
