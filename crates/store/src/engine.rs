@@ -88,8 +88,9 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// Where reads go.
     fn reads(&self) -> &Pool<Self::Db>;
 
-    /// Where single-statement writes and claims go.
-    fn writes(&self) -> &Pool<Self::Db>;
+    /// Where writes outside a transaction go: single statements, claims,
+    /// the batched steps of the message path.
+    fn writes(&self) -> On<'_, Self::Db>;
 
     /// A transaction that will write.
     fn begin_write(&self) -> impl Future<Output = Result<Transaction<'static, Self::Db>, sqlx::Error>> + Send;

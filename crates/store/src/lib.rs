@@ -40,6 +40,7 @@ mod conversations;
 mod engine;
 mod error;
 mod files;
+mod group_commit;
 mod liveness;
 mod locks;
 mod migrations;
@@ -64,7 +65,6 @@ use herald_core::{
 };
 
 pub use crate::config::{QueueConfig, StorageConfig};
-use crate::engine::Engine as _;
 pub use crate::files::sha256_hex;
 use crate::postgres::PgEngine;
 pub use crate::prune::Pruned;
@@ -108,7 +108,7 @@ impl Storage {
             }
             Engine::Postgres => {
                 let engine = PgEngine::connect(storage, wakeup.clone(), queue.poll_interval).await?;
-                let windows = SharedSendWindows::new(engine.writes().clone(), clock.clone());
+                let windows = SharedSendWindows::new(engine.pool().clone(), clock.clone());
                 (
                     Store::open(engine, clock, queue, wakeup).await?,
                     Some(Arc::new(windows) as Arc<dyn SendLimiter>),

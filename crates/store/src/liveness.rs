@@ -327,7 +327,7 @@ impl<E: Engine> Store<E> {
         }
         if let Some(conversation) = announce {
             let conversation = herald_core::ConversationId::new(conversation);
-            if let Err(err) = self.engine.announce(&conversation, self.engine.writes().into()).await {
+            if let Err(err) = self.engine.announce(&conversation, self.engine.writes()).await {
                 debug!(error = %err, "could not notify other workers");
             }
             self.wakeup.wake();

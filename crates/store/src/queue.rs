@@ -61,7 +61,7 @@ impl<E: Engine> Store<E> {
         // A lost announcement only delays another process's worker until its
         // next wait ends.
         let conversation = &lease.task.conversation;
-        if let Err(err) = self.engine.announce(conversation, self.engine.writes().into()).await {
+        if let Err(err) = self.engine.announce(conversation, self.engine.writes()).await {
             debug!(error = %err, "could not notify other workers");
         }
         // This process's own waiters need no round trip.

@@ -20,15 +20,18 @@ use herald_core::StoreError;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Transaction, Type};
 
 use crate::error;
+use crate::group_commit::GroupCommit;
 use crate::text::without_nul;
 
-type Query<DB> = sqlx::query::Query<'static, DB, <DB as Database>::Arguments>;
+pub(crate) type Query<DB> = sqlx::query::Query<'static, DB, <DB as Database>::Arguments>;
 
-/// Where a statement runs: on a connection taken from a pool for it, or on
-/// a connection already held (a transaction).
+/// Where a statement runs: on a connection taken from a pool for it, on a
+/// connection already held (a transaction), or with the writes committed
+/// together (`group_commit.rs`).
 pub(crate) enum On<'e, DB: Database> {
     Pool(&'e Pool<DB>),
     Connection(&'e mut DB::Connection),
+    Grouped(&'e GroupCommit<DB>),
 }
 
 impl<'e, DB: Database> From<&'e Pool<DB>> for On<'e, DB> {
@@ -49,18 +52,16 @@ pub(crate) trait Sql: Database<Row: Columns, QueryResult: Changed> {
     fn bind_int(query: Query<Self>, value: Option<i64>) -> Query<Self>;
     fn bind_text(query: Query<Self>, value: Option<&str>) -> Query<Self>;
     fn bind_bytes(query: Query<Self>, value: Vec<u8>) -> Query<Self>;
-    fn execute<'e>(
-        query: Query<Self>,
-        on: On<'e, Self>,
-    ) -> impl Future<Output = Result<Self::QueryResult, sqlx::Error>> + Send + 'e;
+    /// Runs a change; how many rows it changed.
+    fn execute<'e>(query: Query<Self>, on: On<'e, Self>) -> impl Future<Output = Result<u64, StoreError>> + Send + 'e;
     fn fetch_optional<'e>(
         query: Query<Self>,
         on: On<'e, Self>,
-    ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send + 'e;
+    ) -> impl Future<Output = Result<Option<Self::Row>, StoreError>> + Send + 'e;
     fn fetch_all<'e>(
         query: Query<Self>,
         on: On<'e, Self>,
-    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send + 'e;
+    ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send + 'e;
 }
 
 impl<DB> Sql for DB
@@ -84,24 +85,28 @@ where
         query.bind(value)
     }
 
-    async fn execute(query: Query<Self>, on: On<'_, Self>) -> Result<Self::QueryResult, sqlx::Error> {
-        match on {
+    async fn execute(query: Query<Self>, on: On<'_, Self>) -> Result<u64, StoreError> {
+        let done = match on {
             On::Pool(pool) => query.execute(pool).await,
             On::Connection(connection) => query.execute(connection).await,
+            On::Grouped(group) => return group.changed(query).await,
+        };
+        done.map(|done| done.rows_changed()).map_err(error::db)
+    }
+
+    async fn fetch_optional(query: Query<Self>, on: On<'_, Self>) -> Result<Option<Self::Row>, StoreError> {
+        match on {
+            On::Pool(pool) => query.fetch_optional(pool).await.map_err(error::db),
+            On::Connection(connection) => query.fetch_optional(connection).await.map_err(error::db),
+            On::Grouped(group) => group.row(query).await,
         }
     }
 
-    async fn fetch_optional(query: Query<Self>, on: On<'_, Self>) -> Result<Option<Self::Row>, sqlx::Error> {
+    async fn fetch_all(query: Query<Self>, on: On<'_, Self>) -> Result<Vec<Self::Row>, StoreError> {
         match on {
-            On::Pool(pool) => query.fetch_optional(pool).await,
-            On::Connection(connection) => query.fetch_optional(connection).await,
-        }
-    }
-
-    async fn fetch_all(query: Query<Self>, on: On<'_, Self>) -> Result<Vec<Self::Row>, sqlx::Error> {
-        match on {
-            On::Pool(pool) => query.fetch_all(pool).await,
-            On::Connection(connection) => query.fetch_all(connection).await,
+            On::Pool(pool) => query.fetch_all(pool).await.map_err(error::db),
+            On::Connection(connection) => query.fetch_all(connection).await.map_err(error::db),
+            On::Grouped(group) => group.rows(query).await,
         }
     }
 }
@@ -269,13 +274,12 @@ impl<DB: Sql> Statement<DB> {
     /// Runs a change; returns how many rows it touched.
     pub(crate) async fn execute<'e>(self, on: impl Into<On<'e, DB>>) -> Result<u64, StoreError> {
         count(self.label);
-        let done = DB::execute(self.query, on.into()).await.map_err(error::db)?;
-        Ok(done.rows_changed())
+        DB::execute(self.query, on.into()).await
     }
 
     pub(crate) async fn fetch_optional<'e>(self, on: impl Into<On<'e, DB>>) -> Result<Option<DB::Row>, StoreError> {
         count(self.label);
-        DB::fetch_optional(self.query, on.into()).await.map_err(error::db)
+        DB::fetch_optional(self.query, on.into()).await
     }
 
     /// The one row a statement must return.
@@ -287,6 +291,6 @@ impl<DB: Sql> Statement<DB> {
 
     pub(crate) async fn fetch_all<'e>(self, on: impl Into<On<'e, DB>>) -> Result<Vec<DB::Row>, StoreError> {
         count(self.label);
-        DB::fetch_all(self.query, on.into()).await.map_err(error::db)
+        DB::fetch_all(self.query, on.into()).await
     }
 }

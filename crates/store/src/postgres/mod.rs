@@ -91,6 +91,13 @@ impl PgEngine {
     }
 }
 
+impl PgEngine {
+    /// The one pool every read and write goes through.
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
 impl Engine for PgEngine {
     type Db = Postgres;
 
@@ -112,8 +119,8 @@ impl Engine for PgEngine {
         &self.pool
     }
 
-    fn writes(&self) -> &PgPool {
-        &self.pool
+    fn writes(&self) -> On<'_, Postgres> {
+        On::Pool(&self.pool)
     }
 
     async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {

@@ -10,7 +10,9 @@
 //! transaction never fails half-way to upgrade its read lock) and nothing is
 //! awaited while the write connection is held, so the writer never waits on
 //! the model, a channel or the network: the program is not serialised, only
-//! its few-millisecond writes are.
+//! its few-millisecond writes are. Writes that arrive while the writer is
+//! busy are committed together, one transaction for the group
+//! (`group_commit.rs`).
 //!
 //! Other processes may use the same file (`herald chat` beside `herald run`);
 //! `busy_timeout` covers their writes, and idle workers look for their tasks
@@ -36,9 +38,11 @@ use std::sync::Arc;
 use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, HeldLock, StoreError, redact};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
+use tracing::warn;
 
 use crate::config::StorageConfig;
 use crate::engine::Engine;
+use crate::group_commit::GroupCommit;
 use crate::locks::SqliteLocks;
 use crate::statement::{self, Columns, On, Statement};
 use crate::{error, sql};
@@ -53,6 +57,9 @@ const PAGE_CACHE: &str = "-512";
 pub(crate) struct SqliteEngine {
     /// Exactly one connection: every write goes through it.
     write: SqlitePool,
+    /// Writes outside a transaction, committed together when they arrive
+    /// together (`group_commit.rs`).
+    grouped: GroupCommit<Sqlite>,
     /// Reads; the same pool as `write` for an in-memory database.
     read: SqlitePool,
     locks: Arc<SqliteLocks>,
@@ -102,7 +109,13 @@ impl SqliteEngine {
         }
         let locks = Arc::new(SqliteLocks { database });
         locks.sweep();
-        Ok(Self { write, read, locks })
+        let grouped = GroupCommit::start(write.clone(), BEGIN_WRITE);
+        Ok(Self {
+            write,
+            grouped,
+            read,
+            locks,
+        })
     }
 }
 
@@ -140,15 +153,24 @@ impl Engine for SqliteEngine {
         &self.read
     }
 
-    fn writes(&self) -> &SqlitePool {
-        &self.write
+    fn writes(&self) -> On<'_, Sqlite> {
+        On::Grouped(&self.grouped)
     }
 
-    /// Takes the write lock up front, so the transaction never fails
-    /// half-way to upgrade a read lock.
+    /// When SQLite ended a transaction by itself (a full disk, an I/O
+    /// error), its commit and rollback failed and sqlx still counts it open
+    /// on the connection, refusing every later `BEGIN` there: that
+    /// connection is closed and the transaction begun on a new one.
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
-        statement::count("BEGIN IMMEDIATE");
-        self.write.begin_with("BEGIN IMMEDIATE").await
+        statement::count(BEGIN_WRITE);
+        match self.write.begin_with(BEGIN_WRITE).await {
+            Err(sqlx::Error::InvalidSavePointStatement) => {
+                warn!("the database connection was left in a failed transaction; opening a new one");
+                self.write.acquire().await?.close().await?;
+                self.write.begin_with(BEGIN_WRITE).await
+            }
+            begun => begun,
+        }
     }
 
     fn bind_filter(statement: Statement<Sqlite>, filter: &ClaimFilter) -> Statement<Sqlite> {
@@ -209,6 +231,10 @@ impl Engine for SqliteEngine {
     }
 }
 
+/// Takes the write lock up front, so a transaction never fails half-way to
+/// upgrade a read lock.
+const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+
 /// `Engine::HISTORY_AND_STATE`: the entries come out of the subquery newest
 /// first (`rows::history_json` puts them in order).
 const HISTORY_AND_STATE: &str = concat!(
@@ -224,4 +250,52 @@ SELECT DISTINCT lease_holder AS holder FROM tasks WHERE state = 'leased' AND lea
 
 fn opening(url: &str, err: sqlx::Error) -> StoreError {
     StoreError::Unavailable(format!("cannot open {}: {err}", redact::url(url)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SQLite can end a transaction by itself (a full disk, an I/O error,
+    /// a trigger's `RAISE(ROLLBACK)`); the one write connection must still
+    /// take the next transaction.
+    #[tokio::test]
+    async fn a_transaction_sqlite_ended_does_not_break_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = SqliteEngine::on_file_in(dir.path()).await;
+        for setup in [
+            "CREATE TABLE names (name TEXT NOT NULL)",
+            "CREATE TRIGGER poison BEFORE INSERT ON names WHEN NEW.name = 'poison'
+             BEGIN SELECT RAISE(ROLLBACK, 'poisoned'); END",
+        ] {
+            Statement::<Sqlite>::new(setup).execute(engine.writes()).await.unwrap();
+        }
+        let insert = "INSERT INTO names (name) VALUES ($1)";
+
+        let mut ended = engine.begin_write().await.unwrap();
+        Statement::<Sqlite>::new(insert)
+            .text("kept?")
+            .execute(&mut ended)
+            .await
+            .unwrap();
+        let poisoned = Statement::<Sqlite>::new(insert)
+            .text("poison")
+            .execute(&mut ended)
+            .await;
+        assert!(poisoned.is_err());
+        assert!(statement::commit(ended).await.is_err(), "nothing is left to commit");
+
+        let mut next = engine.begin_write().await.expect("the next transaction begins");
+        Statement::<Sqlite>::new(insert)
+            .text("next")
+            .execute(&mut next)
+            .await
+            .unwrap();
+        statement::commit(next).await.unwrap();
+        let names = Statement::<Sqlite>::new("SELECT group_concat(name) AS names FROM names")
+            .fetch_one(engine.reads())
+            .await
+            .unwrap();
+        assert_eq!(names.text("names").unwrap(), "next");
+    }
 }

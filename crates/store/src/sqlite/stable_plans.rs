@@ -66,7 +66,7 @@ mod tests {
     async fn every_connection_plans_its_statements_once() {
         let dir = tempfile::tempdir().unwrap();
         let engine = SqliteEngine::on_file_in(dir.path()).await;
-        let mut writer = engine.writes().acquire().await.unwrap();
+        let mut writer = engine.write.acquire().await.unwrap();
         assert_eq!(qpsg(writer.deref_mut(), -1).await.unwrap(), 1, "the writer");
         let mut readers = Vec::new();
         for _ in 0..2 {
