@@ -89,7 +89,13 @@ where
         let done = match on {
             On::Pool(pool) => query.execute(pool).await,
             On::Connection(connection) => query.execute(connection).await,
-            On::Grouped(group) => return group.changed(query).await,
+            On::Grouped(group) => {
+                let in_flight = group.enter();
+                match in_flight.alone {
+                    Some(pool) => query.execute(pool).await,
+                    None => return group.changed(query).await,
+                }
+            }
         };
         done.map(|done| done.rows_changed()).map_err(error::db)
     }
@@ -98,7 +104,13 @@ where
         match on {
             On::Pool(pool) => query.fetch_optional(pool).await.map_err(error::db),
             On::Connection(connection) => query.fetch_optional(connection).await.map_err(error::db),
-            On::Grouped(group) => group.row(query).await,
+            On::Grouped(group) => {
+                let in_flight = group.enter();
+                match in_flight.alone {
+                    Some(pool) => query.fetch_optional(pool).await.map_err(error::db),
+                    None => group.row(query).await,
+                }
+            }
         }
     }
 
@@ -106,7 +118,13 @@ where
         match on {
             On::Pool(pool) => query.fetch_all(pool).await.map_err(error::db),
             On::Connection(connection) => query.fetch_all(connection).await.map_err(error::db),
-            On::Grouped(group) => group.rows(query).await,
+            On::Grouped(group) => {
+                let in_flight = group.enter();
+                match in_flight.alone {
+                    Some(pool) => query.fetch_all(pool).await.map_err(error::db),
+                    None => group.rows(query).await,
+                }
+            }
         }
     }
 }
