@@ -72,6 +72,14 @@ fn describe() {
         Unit::Seconds,
         "Time from enqueue to a worker claiming the task"
     );
+    describe_counter!(
+        "herald_store_statements_total",
+        "Round trips to the database, by the statement's first line"
+    );
+    describe_histogram!(
+        "herald_store_group_commit_writes",
+        "Writes committed together in one SQLite transaction, per group (writes alone are not counted)"
+    );
     describe_histogram!(
         "herald_turn_duration_seconds",
         Unit::Seconds,

@@ -5,10 +5,11 @@
 //! the WAL as frames, the WAL index updated, now and then a checkpoint. Under
 //! load many turns write at once (a claim, a turn's record, a receipt), and
 //! they touch the same few pages (the tasks table's last page, its indexes),
-//! each writing those pages again. Here one task owns the write path: it
-//! takes every write waiting when it is free, runs them in order inside one
-//! `BEGIN IMMEDIATE … COMMIT`, and answers each caller after the commit, so
-//! a caller never hears "done" about a change that is not committed.
+//! each writing those pages again. Here writes that have to wait anyway go
+//! to one writer task: it takes every write waiting when it is free, runs
+//! them in order inside one `BEGIN IMMEDIATE … COMMIT`, and answers each
+//! caller after the commit, so a caller never hears "done" about a change
+//! that is not committed.
 //!
 //! Nothing waits to form a group: a write that finds no other write in
 //! flight runs at once, on its own, on the caller's task as before; writes
