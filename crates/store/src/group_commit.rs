@@ -144,31 +144,25 @@ impl<DB: Sql> GroupCommit<DB> {
         done.await.map_err(|_| stopped())?
     }
 
-    /// Counts a write in flight until the returned guard drops; the guard
-    /// holds the pool to run it on at once when no other write was in
-    /// flight, else the write goes to [`Self::changed`], [`Self::row`] or
-    /// [`Self::rows`]. (The pool's one connection still orders a write run
-    /// at once after any group the writer task is finishing.)
-    pub(crate) fn enter(&self) -> InFlight<'_, DB> {
+    /// Where a write sent here runs: at once on the pool when no other write
+    /// is in flight, else with the writer task (`On::Grouped`, answered by
+    /// [`Self::changed`], [`Self::row`] or [`Self::rows`]). The guard counts
+    /// the write in flight until it drops. (The pool's one connection still
+    /// orders a write run at once after any group the writer is finishing.)
+    pub(crate) fn route(&self) -> (InFlight<'_>, On<'_, DB>) {
         let alone = self.in_flight.fetch_add(1, Ordering::AcqRel) == 0;
-        InFlight {
-            count: &self.in_flight,
-            alone: alone.then_some(&self.pool),
-        }
+        let on = if alone { On::Pool(&self.pool) } else { On::Grouped(self) };
+        (InFlight(&self.in_flight), on)
     }
 }
 
 /// One write in flight, counted while its caller waits (a caller that gives
 /// up stops counting; the count only decides whether to queue).
-pub(crate) struct InFlight<'a, DB: Database> {
-    count: &'a AtomicUsize,
-    /// The pool, when no other write was in flight as this one came.
-    pub(crate) alone: Option<&'a Pool<DB>>,
-}
+pub(crate) struct InFlight<'a>(&'a AtomicUsize);
 
-impl<DB: Database> Drop for InFlight<'_, DB> {
+impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::AcqRel);
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

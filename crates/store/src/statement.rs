@@ -20,7 +20,7 @@ use herald_core::StoreError;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Transaction, Type};
 
 use crate::error;
-use crate::group_commit::GroupCommit;
+use crate::group_commit::{GroupCommit, InFlight};
 use crate::text::without_nul;
 
 pub(crate) type Query<DB> = sqlx::query::Query<'static, DB, <DB as Database>::Arguments>;
@@ -86,46 +86,43 @@ where
     }
 
     async fn execute(query: Query<Self>, on: On<'_, Self>) -> Result<u64, StoreError> {
+        let (_in_flight, on) = routed(on);
         let done = match on {
             On::Pool(pool) => query.execute(pool).await,
             On::Connection(connection) => query.execute(connection).await,
-            On::Grouped(group) => {
-                let in_flight = group.enter();
-                match in_flight.alone {
-                    Some(pool) => query.execute(pool).await,
-                    None => return group.changed(query).await,
-                }
-            }
+            On::Grouped(group) => return group.changed(query).await,
         };
         done.map(|done| done.rows_changed()).map_err(error::db)
     }
 
     async fn fetch_optional(query: Query<Self>, on: On<'_, Self>) -> Result<Option<Self::Row>, StoreError> {
+        let (_in_flight, on) = routed(on);
         match on {
             On::Pool(pool) => query.fetch_optional(pool).await.map_err(error::db),
             On::Connection(connection) => query.fetch_optional(connection).await.map_err(error::db),
-            On::Grouped(group) => {
-                let in_flight = group.enter();
-                match in_flight.alone {
-                    Some(pool) => query.fetch_optional(pool).await.map_err(error::db),
-                    None => group.row(query).await,
-                }
-            }
+            On::Grouped(group) => group.row(query).await,
         }
     }
 
     async fn fetch_all(query: Query<Self>, on: On<'_, Self>) -> Result<Vec<Self::Row>, StoreError> {
+        let (_in_flight, on) = routed(on);
         match on {
             On::Pool(pool) => query.fetch_all(pool).await.map_err(error::db),
             On::Connection(connection) => query.fetch_all(connection).await.map_err(error::db),
-            On::Grouped(group) => {
-                let in_flight = group.enter();
-                match in_flight.alone {
-                    Some(pool) => query.fetch_all(pool).await.map_err(error::db),
-                    None => group.rows(query).await,
-                }
-            }
+            On::Grouped(group) => group.rows(query).await,
         }
+    }
+}
+
+/// Where a statement sent to the group commit runs (`GroupCommit::route`),
+/// and the guard that counts it in flight meanwhile; any other place as it is.
+fn routed<DB: Sql>(on: On<'_, DB>) -> (Option<InFlight<'_>>, On<'_, DB>) {
+    match on {
+        On::Grouped(group) => {
+            let (in_flight, on) = group.route();
+            (Some(in_flight), on)
+        }
+        on => (None, on),
     }
 }
 
