@@ -89,9 +89,7 @@ impl PgEngine {
             locks,
         })
     }
-}
 
-impl PgEngine {
     /// The one pool every read and write goes through.
     pub(crate) fn pool(&self) -> &PgPool {
         &self.pool

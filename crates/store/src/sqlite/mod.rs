@@ -160,11 +160,12 @@ impl Engine for SqliteEngine {
     /// When SQLite ended a transaction by itself (a full disk, an I/O
     /// error), its commit and rollback failed and sqlx still counts it open
     /// on the connection, refusing every later `BEGIN` there: that
-    /// connection is closed and the transaction begun on a new one.
+    /// connection is closed and the transaction begun on a new one (not for
+    /// an in-memory database, which would go with its last connection).
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
         statement::count(BEGIN_WRITE);
         match self.write.begin_with(BEGIN_WRITE).await {
-            Err(sqlx::Error::InvalidSavePointStatement) => {
+            Err(sqlx::Error::InvalidSavePointStatement) if self.locks.database.is_some() => {
                 warn!("the database connection was left in a failed transaction; opening a new one");
                 self.write.acquire().await?.close().await?;
                 self.write.begin_with(BEGIN_WRITE).await
