@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use herald_channels::slack::{self, SlackConfig};
 use herald_core::{
     Admission, ChannelError, ChannelOutbound, ConversationKind, Enqueued, InboundMessage, InboundSink, OutboundMessage,
-    StoreError, TaskId,
+    StoreError, Taken, TaskId,
 };
 use herald_testkit::slack::{BOT_TOKEN, FakeSlack, FakeSlackOptions, GENERAL, SIGNING_SECRET, signature};
 use herald_testkit::{FakePlatform, GroupTarget};
@@ -31,6 +31,10 @@ struct Recorder {
     failures: AtomicUsize,
     calls: AtomicUsize,
     changed: tokio::sync::Notify,
+    /// How many messages each `accept_all` was handed.
+    batches: Mutex<Vec<usize>>,
+    /// Held for writing, it stalls the store: `accept_all` waits for it.
+    gate: tokio::sync::RwLock<()>,
 }
 
 #[async_trait]
@@ -56,6 +60,27 @@ impl InboundSink for Recorder {
         } else {
             Enqueued::Duplicate(id)
         }))
+    }
+
+    async fn accept_all(&self, messages: Vec<InboundMessage>) -> Taken {
+        let _open = self.gate.read().await;
+        self.batches.lock().unwrap().push(messages.len());
+        let mut admissions = Vec::new();
+        for message in messages {
+            match self.accept(message).await {
+                Ok(admission) => admissions.push(admission),
+                Err(error) => {
+                    return Taken {
+                        admissions,
+                        error: Some(error),
+                    };
+                }
+            }
+        }
+        Taken {
+            admissions,
+            error: None,
+        }
     }
 }
 
@@ -159,6 +184,63 @@ async fn socket_mode_hands_over_dms_and_mentions_once_and_acks_them() {
         running.sink.messages().len(),
         3,
         "the app_mention's twin is not handed over again"
+    );
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn envelopes_that_arrive_together_are_stored_together_in_order_and_acked_only_after() {
+    let fake = FakeSlack::start_with(FakeSlackOptions {
+        ack_timeout: Duration::from_secs(60),
+        ..options()
+    })
+    .await;
+    let running = start(&fake.channel_yaml());
+    assert!(fake.wait_until(WAIT, |f| f.connections() == 1).await);
+    let admin = fake.admin();
+    fake.send_dm(&admin, "first").await;
+    running.sink.wait_for(1).await;
+    assert!(fake.wait_until(WAIT, |f| f.unacked() == 0).await);
+
+    // The queue stalls; what Slack sends meanwhile waits unacknowledged.
+    let stalled = running.sink.gate.write().await;
+    fake.send_dm(&admin, "while stalled").await;
+    let mut sent = vec!["first".to_owned(), "while stalled".to_owned()];
+    for n in 0..10 {
+        let text = format!("burst {n}");
+        fake.send_dm(&admin, &text).await;
+        sent.push(text);
+    }
+    // An app_mention and its message event, the same message twice.
+    fake.send_group(&fake.stranger(), &fake.group(), "and a mention", true)
+        .await;
+    sent.push("and a mention".into());
+    fake.send_slash_command(&admin, GENERAL, "/herald", "status");
+    // Let the frames reach Herald's socket before the store recovers.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fake.unacked(), 14, "nothing is acknowledged before the queue has it");
+    drop(stalled);
+
+    let messages = running.sink.wait_for(sent.len()).await;
+    let texts: Vec<_> = messages.iter().map(|m| m.text.clone()).collect();
+    assert_eq!(texts, sent, "in Slack's order, each once");
+    assert!(
+        fake.wait_until(WAIT, |f| f.unacked() == 0).await,
+        "every envelope is acknowledged"
+    );
+    assert!(
+        fake.dropped().is_empty(),
+        "the slash command was acknowledged, not left to fail"
+    );
+    assert_eq!(
+        running.sink.calls.load(Ordering::SeqCst),
+        sent.len(),
+        "the mention's twin is not handed over again"
+    );
+    let batches = running.sink.batches.lock().unwrap().clone();
+    assert!(
+        batches.iter().any(|&n| n > 1),
+        "envelopes read together are handed over together: {batches:?}"
     );
     running.stop().await.unwrap();
 }

@@ -30,22 +30,33 @@ use crate::outbound::{FileUploads, PlatformSender};
 pub(super) type Connector = SlackClientHyperConnector<HttpsConnector<HttpConnector>>;
 pub(super) type Client = SlackClient<Connector>;
 
-/// An HTTPS (and, for a local `api_url`, plain HTTP) connector on rustls with ring.
+/// TLS on rustls with ring and the system's root certificates, for the Web
+/// API and the Socket Mode WebSocket alike.
+pub(super) fn tls_config() -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        warn!(
+            errors = found.errors.len(),
+            "no system root certificates; TLS to Slack will fail"
+        );
+    }
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+/// An HTTPS (and, for a local `api_url`, plain HTTP) connector.
 fn connector(api_url: &str) -> Connector {
-    let provider = rustls::crypto::ring::default_provider();
-    let builder = match HttpsConnectorBuilder::new().with_provider_and_native_roots(provider.clone()) {
-        Ok(builder) => builder,
-        Err(err) => {
-            warn!(error = %err, "no system root certificates; HTTPS to Slack will fail");
-            let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
-                .with_safe_default_protocol_versions()
-                .expect("ring supports the default protocol versions")
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth();
-            HttpsConnectorBuilder::new().with_tls_config(config)
-        }
-    };
-    let https = builder.https_or_http().enable_http1().build();
+    let https = HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config())
+        .https_or_http()
+        .enable_http1()
+        .build();
     SlackClientHyperConnector::with_connector(https).with_slack_api_url(api_url.trim_end_matches('/'))
 }
 
@@ -118,13 +129,14 @@ impl SlackApi {
         Ok((identity, description))
     }
 
-    /// `apps.connections.open`: checks the app-level token.
-    pub async fn open_connection(&self, app_token: &SlackApiToken) -> Result<(), ChannelError> {
+    /// `apps.connections.open`: the URL of a new Socket Mode connection
+    /// (it carries a one-time ticket, so it is not logged).
+    pub async fn open_connection(&self, app_token: &SlackApiToken) -> Result<String, ChannelError> {
         self.client
             .open_session(app_token)
             .apps_connections_open(&SlackApiAppsConnectionOpenRequest::new())
             .await
-            .map(|_| ())
+            .map(|answer| answer.url.0.into())
             .map_err(classify)
     }
 

@@ -2,9 +2,10 @@
 //! endpoint.
 //!
 //! Events are handed to the sink before they are acknowledged (the Socket
-//! Mode ack is sent when the callback returns; the Events API answer is the
-//! HTTP response). The sink only stores the message on the queue, so the
-//! ack goes out well within Slack's three seconds; the work happens later.
+//! Mode ack is sent once the queue holds them, see [`super::socket`]; the
+//! Events API answer is the HTTP response). The sink only stores the message
+//! on the queue, so the ack goes out well within Slack's three seconds; the
+//! work happens later.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -17,25 +18,19 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use herald_core::channel::ChannelIngress;
-use herald_core::{Admission, ChannelError, ChannelName, Clock, InboundSink, StoreError};
+use herald_core::{Admission, ChannelError, ChannelName, Clock, InboundMessage, InboundSink, StoreError};
 use secrecy::{ExposeSecret, SecretString};
+use slack_morphism::SlackApiToken;
 use slack_morphism::events::{SlackPushEvent, SlackPushEventCallback};
-use slack_morphism::listener::{HttpStatusCode, SlackClientEventsListenerEnvironment, SlackClientEventsUserState};
-use slack_morphism::{
-    SlackApiToken, SlackClientSocketModeConfig, SlackClientSocketModeListener, SlackSocketModeListenerCallbacks,
-    UserCallbackResult,
-};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::client::{Client, SlackApi, classify, token};
+use super::client::{SlackApi, token};
 use super::config::{SlackConfig, SlackMode};
 use super::payload::{self, Addressing, BotIdentity};
+use super::socket::SocketMode;
 use super::{CHANNEL, signature};
 use crate::retry::persist;
-
-/// What slack-morphism's callbacks return as an error.
-type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Dedup keys accepted lately, so a retried or doubled event (the
 /// `app_mention` beside its `message`) is not handed over twice.
@@ -64,42 +59,65 @@ impl Recent {
 }
 
 /// Turns events into messages for the sink.
-struct Handler {
+pub(super) struct Handler {
     api: Arc<SlackApi>,
-    sink: Arc<dyn InboundSink>,
+    pub(super) sink: Arc<dyn InboundSink>,
     bot: BotIdentity,
     addressing: Addressing,
     clock: Arc<dyn Clock>,
     recent: Mutex<Recent>,
 }
 
+/// An event turned into a message, not yet handed to the sink.
+pub(super) struct Prepared {
+    pub(super) key: String,
+    pub(super) message: InboundMessage,
+}
+
 impl Handler {
-    async fn handle(&self, callback: SlackPushEventCallback) -> Result<(), StoreError> {
-        let event_id = callback.event_id.0.clone();
-        let Some(mut message) = payload::inbound(&callback, &self.bot, &self.addressing, self.clock.now()) else {
+    /// The message in `callback` for the sink, or `None` when there is none
+    /// (not a message, not for Herald) or it was accepted lately.
+    pub(super) async fn prepare(&self, callback: &SlackPushEventCallback) -> Option<Prepared> {
+        let event_id = &callback.event_id.0;
+        let Some(mut message) = payload::inbound(callback, &self.bot, &self.addressing, self.clock.now()) else {
             debug!(event = %event_id, "not a message for Herald");
-            return Ok(());
+            return None;
         };
         let key = message.dedup_key();
-        if self.recent.lock().expect("recent lock").contains(&key) {
+        if self.was_accepted(&key) {
             debug!(event = %event_id, "already accepted");
-            return Ok(());
+            return None;
         }
         let user = message.sender.id.as_str().trim_start_matches("slack:").to_owned();
         message.sender.display_name = self.api.display_name(&user).await;
-        let conversation = message.conversation.id.clone();
-        match self.sink.accept(message).await {
+        Some(Prepared { key, message })
+    }
+
+    pub(super) fn was_accepted(&self, key: &str) -> bool {
+        self.recent.lock().expect("recent lock").contains(key)
+    }
+
+    /// Remembers what the sink took. An ignored event is not remembered: its
+    /// twin may be addressed to Herald (an `app_mention` after a `message`).
+    pub(super) fn accepted(&self, key: &str, message: &InboundMessage, admission: &Admission) {
+        debug!(conversation = %message.conversation.id, ?admission, "slack event accepted");
+        if !matches!(admission, Admission::Ignored) {
+            self.recent.lock().expect("recent lock").insert(key.to_owned());
+        }
+    }
+
+    /// One Events API request's event, handed to the sink.
+    async fn handle(&self, callback: SlackPushEventCallback) -> Result<(), StoreError> {
+        let Some(Prepared { key, message }) = self.prepare(&callback).await else {
+            return Ok(());
+        };
+        match self.sink.accept(message.clone()).await {
             Ok(admission) => {
-                debug!(event = %event_id, conversation = %conversation, ?admission, "event accepted");
-                // An ignored event is not remembered: its twin may be addressed
-                // to Herald (an `app_mention` after a `message`).
-                if !matches!(admission, Admission::Ignored) {
-                    self.recent.lock().expect("recent lock").insert(key);
-                }
+                self.accepted(&key, &message, &admission);
                 Ok(())
             }
             Err(err) => {
-                warn!(error = %err, event = %event_id, "could not store a Slack event; Slack will send it again");
+                warn!(error = %err, event = %callback.event_id.0, "could not store a Slack event; Slack will send it again");
                 Err(err)
             }
         }
@@ -153,31 +171,10 @@ impl SlackIngress {
             .app_token
             .clone()
             .ok_or_else(|| ChannelError::Fatal("socket mode needs channels.slack.app_token".into()))?;
-        // The listener only logs a refused token and retries forever, so a
-        // wrong one is caught here, once.
-        match self.api.open_connection(&app_token).await {
-            Err(ChannelError::Fatal(reason)) => return Err(ChannelError::Fatal(format!("app_token: {reason}"))),
-            Err(err) => warn!(error = %err, "apps.connections.open failed; the listener will retry"),
-            Ok(()) => {}
-        }
-        let sink = handler.sink.clone();
-        let callbacks = SlackSocketModeListenerCallbacks::new().with_push_events(on_push_event);
-        let environment = Arc::new(
-            SlackClientEventsListenerEnvironment::new(self.api.client.clone())
-                .with_error_handler(on_listener_error)
-                .with_user_state(handler),
-        );
-        let config = SlackClientSocketModeConfig::new().with_max_connections_count(self.connections);
-        let listener = SlackClientSocketModeListener::new(&config, environment, callbacks);
-        listener.listen_for(&app_token).await.map_err(classify)?;
-        listener.start().await;
         info!(connections = self.connections, "receiving Slack events by Socket Mode");
-        // The listener reconnects by itself and does not say when; connected
-        // here means its connections were opened.
-        sink.connected(&ChannelName::new(CHANNEL), true);
-        shutdown.cancelled().await;
-        listener.shutdown().await;
-        Ok(())
+        SocketMode::new(self.api.clone(), app_token, handler)
+            .run(self.connections, &shutdown)
+            .await
     }
 
     async fn run_events_api(&self, handler: Arc<Handler>, shutdown: CancellationToken) -> Result<(), ChannelError> {
@@ -246,24 +243,6 @@ impl ChannelIngress for SlackIngress {
         }
         Ok(description)
     }
-}
-
-async fn on_push_event(
-    event: SlackPushEventCallback,
-    _client: Arc<Client>,
-    state: SlackClientEventsUserState,
-) -> UserCallbackResult<()> {
-    let handler = state.read().await.get_user_state::<Arc<Handler>>().cloned();
-    match handler {
-        Some(handler) => handler.handle(event).await.map_err(|err| Box::new(err) as BoxError),
-        None => Ok(()),
-    }
-}
-
-/// A failed hand-off is not acknowledged, so Slack sends the event again.
-fn on_listener_error(err: BoxError, _client: Arc<Client>, _state: SlackClientEventsUserState) -> HttpStatusCode {
-    warn!(error = %err, "Slack Socket Mode event not acknowledged");
-    HttpStatusCode::INTERNAL_SERVER_ERROR
 }
 
 struct Endpoint {

@@ -17,6 +17,7 @@
 //! - `signature`: the Events API request signature check (pure).
 //! - `client`: every Web API call, and the outbound sender.
 //! - `ingress`: the two ways of receiving (Socket Mode, Events API).
+//! - `socket`: the Socket Mode connections, read in batches.
 //!
 //! [`Limit::SLACK`]: crate::chunk::Limit::SLACK
 
@@ -27,6 +28,7 @@ pub mod ingress;
 pub mod payload;
 pub mod render;
 pub mod signature;
+pub mod socket;
 
 use std::sync::Arc;
 

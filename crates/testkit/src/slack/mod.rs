@@ -130,7 +130,7 @@ impl Shared {
         if state.events_url.is_some() {
             let _ = self.push.send(payload);
         } else {
-            state.enqueue_envelope(payload, Instant::now());
+            state.enqueue_envelope("events_api", payload, Instant::now());
             self.wake.notify_one();
         }
         event_id
@@ -292,6 +292,16 @@ impl FakeSlack {
     pub fn send_event(&self, event: Value) -> String {
         let mut state = self.shared.lock();
         self.shared.deliver_locked(&mut state, event)
+    }
+
+    /// `user` runs the slash command `command` (`/herald`) with `text` in
+    /// `channel`; Socket Mode delivers it as a `slash_commands` envelope.
+    pub fn send_slash_command(&self, user: &FakeUser, channel: &str, command: &str, text: &str) {
+        let mut state = self.shared.lock();
+        let trigger = state.next_uuid();
+        let payload = wire::slash_command(&user.id, &user.name, channel, command, text, &trigger);
+        state.enqueue_envelope("slash_commands", payload, Instant::now());
+        self.shared.wake.notify_one();
     }
 
     /// Web API calls received, by method name, in order.

@@ -34,6 +34,8 @@ pub enum Conversation {
 #[derive(Debug)]
 pub struct Envelope {
     pub id: String,
+    /// `events_api` or `slash_commands`.
+    pub kind: &'static str,
     pub payload: Value,
     /// How many times it was sent on a connection.
     pub sends: u32,
@@ -272,10 +274,11 @@ impl State {
     }
 
     /// Queues an event callback for Socket Mode delivery.
-    pub fn enqueue_envelope(&mut self, payload: Value, now: Instant) {
+    pub fn enqueue_envelope(&mut self, kind: &'static str, payload: Value, now: Instant) {
         let id = self.next_uuid();
         self.envelopes.push_back(Envelope {
             id,
+            kind,
             payload,
             sends: 0,
             retry_reason: "",
@@ -292,8 +295,10 @@ impl State {
             return;
         };
         for envelope in self.envelopes.iter_mut().filter(|e| e.in_flight.is_none()) {
-            let frame =
-                wire::events_api_envelope(&envelope.id, &envelope.payload, envelope.sends, envelope.retry_reason);
+            let frame = match envelope.kind {
+                "slash_commands" => wire::slash_commands_envelope(&envelope.id, &envelope.payload),
+                _ => wire::events_api_envelope(&envelope.id, &envelope.payload, envelope.sends, envelope.retry_reason),
+            };
             if writer.send(Frame::Text(frame.to_string())).is_err() {
                 return;
             }
@@ -310,14 +315,15 @@ impl State {
     }
 
     /// Envelopes whose ack did not come in time are sent again, with
-    /// `retry_attempt` counting up, until the retries are spent.
+    /// `retry_attempt` counting up, until the retries are spent. A slash
+    /// command is not sent again: the user sees it fail.
     pub fn expire(&mut self, now: Instant) {
         let max_sends = self.options.max_retries + 1;
         let mut kept = VecDeque::with_capacity(self.envelopes.len());
         for mut envelope in self.envelopes.drain(..) {
             match envelope.in_flight {
                 Some((_, deadline)) if deadline <= now => {
-                    if envelope.sends >= max_sends {
+                    if envelope.sends >= max_sends || envelope.kind == "slash_commands" {
                         self.dropped.push(envelope.payload);
                         continue;
                     }
@@ -412,7 +418,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let start = Instant::now();
         state.add_connection(tx);
-        state.enqueue_envelope(serde_json::json!({"event_id": "Ev1"}), start);
+        state.enqueue_envelope("events_api", serde_json::json!({"event_id": "Ev1"}), start);
         let mut frames = Vec::new();
         while let Ok(Frame::Text(text)) = rx.try_recv() {
             frames.push(serde_json::from_str::<Value>(&text).unwrap());
@@ -436,7 +442,7 @@ mod tests {
     fn without_a_connection_envelopes_wait_and_keep_their_retries() {
         let mut state = state(None);
         let start = Instant::now();
-        state.enqueue_envelope(serde_json::json!({"event_id": "Ev1"}), start);
+        state.enqueue_envelope("events_api", serde_json::json!({"event_id": "Ev1"}), start);
         state.expire(start + Duration::from_secs(60));
         assert!(state.dropped.is_empty());
         let (tx, mut rx) = mpsc::unbounded_channel();

@@ -193,6 +193,37 @@ pub fn events_api_envelope(envelope_id: &str, payload: &Value, retry_attempt: u3
     })
 }
 
+/// A slash command's payload, as Socket Mode carries it (the fields of the
+/// form Slack would otherwise POST to the command's Request URL).
+pub fn slash_command(user: &str, user_name: &str, channel: &str, command: &str, text: &str, trigger: &str) -> Value {
+    json!({
+        "token": "Jhj5dZrVaK7ZwHHjRyZWjbDl",
+        "team_id": TEAM_ID,
+        "team_domain": "herald-fake",
+        "channel_id": channel,
+        "channel_name": "general",
+        "user_id": user,
+        "user_name": user_name,
+        "command": command,
+        "text": text,
+        "api_app_id": APP_ID,
+        "is_enterprise_install": "false",
+        "response_url": format!("https://hooks.slack.com/commands/{TEAM_ID}/1/{trigger}"),
+        "trigger_id": format!("1.{trigger}")
+    })
+}
+
+/// A Socket Mode `slash_commands` envelope: no retry fields, and Slack
+/// accepts a response payload in the ack.
+pub fn slash_commands_envelope(envelope_id: &str, payload: &Value) -> Value {
+    json!({
+        "payload": payload,
+        "envelope_id": envelope_id,
+        "type": "slash_commands",
+        "accepts_response_payload": true
+    })
+}
+
 /// The frame Slack sends before it closes a Socket Mode connection.
 pub fn disconnect(reason: &str) -> Value {
     json!({

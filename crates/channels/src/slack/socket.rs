@@ -1,0 +1,399 @@
+//! Socket Mode, read by Herald: `apps.connections.open`, the WebSocket it
+//! names, and an acknowledgement for every envelope once the queue holds
+//! what it carried.
+//!
+//! slack-morphism's listener hands one envelope at a time to a callback and
+//! reads the next only after the callback returned, so with it every event
+//! cost one store round trip of its own, one after another. Here the
+//! envelopes that have arrived are read together (up to [`MAX_BATCH`]), the
+//! messages among them go to the sink in one [`hand_over_all`], and only
+//! then is each envelope acknowledged. Nothing is acknowledged before the
+//! queue has it, and one connection's events reach the queue in the order
+//! Slack sent them. An event's payload is decoded with slack-morphism's
+//! types, as the Events API's is; what to make of a frame is decided by
+//! [`read_frame`], which is pure. (slack-morphism's own frame types are not
+//! reachable from outside the crate: its `socket_mode` model module is
+//! shadowed by the listener's.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::{FutureExt, SinkExt, StreamExt};
+use herald_core::{ChannelError, ChannelName, InboundMessage};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use slack_morphism::SlackApiToken;
+use slack_morphism::events::SlackPushEventCallback;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::CHANNEL;
+use super::client::{SlackApi, tls_config};
+use super::ingress::{Handler, Prepared};
+use crate::retry::{PERSIST, Retry, hand_over_all, pause};
+
+/// The most envelopes read before what they carry is stored.
+pub const MAX_BATCH: usize = 100;
+
+/// How often Herald pings Slack on an otherwise quiet connection.
+const PING_EVERY: Duration = Duration::from_secs(10);
+
+/// A connection from which nothing (not even a pong) came for this long is
+/// taken for dead and replaced.
+const SILENCE_LIMIT: Duration = Duration::from_secs(35);
+
+/// A connection that lasted this long was healthy: its end starts the
+/// reconnect back-off afresh.
+const STABLE_CONNECTION: Duration = Duration::from_secs(60);
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// What a Socket Mode text frame asks of Herald.
+#[derive(Debug)]
+pub enum Frame {
+    /// The connection is ready; Slack counts `connections` open for the app.
+    Hello { connections: u32 },
+    /// An Events API event, to be stored, then acknowledged.
+    Event {
+        envelope: String,
+        callback: Box<SlackPushEventCallback>,
+    },
+    /// An envelope Herald has no use for (a slash command, an interaction,
+    /// one that did not decode): acknowledged at once so Slack does not send
+    /// it again; sending it again would not change what Herald makes of it.
+    Acknowledge { envelope: String, what: &'static str },
+    /// Slack is about to close the connection (`refresh_requested`,
+    /// `warning`, `link_disabled`): open another.
+    Disconnect { reason: String },
+    /// Not an envelope, and not understood.
+    Ignore,
+}
+
+/// A Socket Mode frame's fields, as Slack documents them; `payload` stays
+/// raw until the frame's type says what it is.
+#[derive(Deserialize)]
+struct Wire<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    envelope_id: Option<String>,
+    num_connections: Option<u32>,
+    reason: Option<String>,
+    #[serde(borrow)]
+    payload: Option<&'a RawValue>,
+}
+
+/// What the text frame `text` asks of Herald.
+pub fn read_frame(text: &str) -> Frame {
+    let Ok(wire) = serde_json::from_str::<Wire<'_>>(text) else {
+        return Frame::Ignore;
+    };
+    let Some(envelope) = wire.envelope_id else {
+        return match (wire.kind, wire.num_connections, wire.reason) {
+            ("hello", Some(connections), _) => Frame::Hello { connections },
+            ("disconnect", _, Some(reason)) => Frame::Disconnect { reason },
+            _ => Frame::Ignore,
+        };
+    };
+    let what = match wire.kind {
+        "events_api" => {
+            let callback = wire
+                .payload
+                .map(|raw| serde_json::from_str::<SlackPushEventCallback>(raw.get()));
+            match callback {
+                Some(Ok(callback)) => {
+                    return Frame::Event {
+                        envelope,
+                        callback: Box::new(callback),
+                    };
+                }
+                _ => "an event that did not decode",
+            }
+        }
+        "slash_commands" => "a slash command",
+        "interactive" => "an interaction",
+        _ => "an envelope of a kind Herald does not know",
+    };
+    Frame::Acknowledge { envelope, what }
+}
+
+/// The frame that acknowledges `envelope`: `{"envelope_id": …}`.
+pub fn acknowledgement(envelope: &str) -> String {
+    serde_json::json!({ "envelope_id": envelope }).to_string()
+}
+
+/// Envelopes read together, and how the connection is to go on after them.
+#[derive(Default)]
+struct Batch {
+    events: Vec<SlackPushEventCallback>,
+    /// Every envelope read, in order: acknowledged once the events are stored.
+    envelopes: Vec<String>,
+    hello: Option<u32>,
+    end: Option<End>,
+}
+
+/// Why a connection stops being read.
+enum End {
+    /// Slack asked for a new connection.
+    Refresh(String),
+    /// Closed by Slack, or broken.
+    Lost(String),
+}
+
+impl Batch {
+    fn add(&mut self, message: Result<Message, tokio_tungstenite::tungstenite::Error>) {
+        let text = match message {
+            Ok(Message::Text(text)) => text,
+            Ok(Message::Close(frame)) => {
+                let reason = frame.map_or_else(|| "no reason given".to_owned(), |f| format!("{} {}", f.code, f.reason));
+                self.end = Some(End::Lost(format!("Slack closed the connection ({reason})")));
+                return;
+            }
+            // tungstenite answers pings by itself; a pong only shows life.
+            Ok(_) => return,
+            Err(err) => {
+                self.end = Some(End::Lost(format!("the connection broke: {err}")));
+                return;
+            }
+        };
+        match read_frame(text.as_str()) {
+            Frame::Hello { connections } => self.hello = Some(connections),
+            Frame::Event { envelope, callback } => {
+                self.envelopes.push(envelope);
+                self.events.push(*callback);
+            }
+            Frame::Acknowledge { envelope, what } => {
+                debug!(envelope = %envelope, "acknowledging {what}; Herald does not act on it");
+                self.envelopes.push(envelope);
+            }
+            Frame::Disconnect { reason } => self.end = Some(End::Refresh(reason)),
+            Frame::Ignore => warn!("a Socket Mode frame Herald does not understand was ignored"),
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.envelopes.len() >= MAX_BATCH || self.end.is_some()
+    }
+}
+
+/// Herald's Socket Mode connections to Slack.
+pub struct SocketMode {
+    api: Arc<SlackApi>,
+    app_token: SlackApiToken,
+    handler: Arc<Handler>,
+    tls: Arc<rustls::ClientConfig>,
+    /// Connections that said hello and are still open.
+    open: AtomicUsize,
+}
+
+impl SocketMode {
+    pub(super) fn new(api: Arc<SlackApi>, app_token: SlackApiToken, handler: Arc<Handler>) -> Self {
+        Self {
+            api,
+            app_token,
+            handler,
+            tls: Arc::new(tls_config()),
+            open: AtomicUsize::new(0),
+        }
+    }
+
+    /// Keeps `connections` connections open until shutdown, or until one
+    /// fails for good (a refused app token).
+    pub async fn run(&self, connections: u32, shutdown: &CancellationToken) -> Result<(), ChannelError> {
+        let kept = (0..connections.max(1)).map(|number| self.keep_open(number, shutdown));
+        futures::future::try_join_all(kept).await.map(|_| ())
+    }
+
+    /// One connection, opened again whenever it ends: at once when Slack
+    /// asked for it, after a back-off when it failed.
+    async fn keep_open(&self, number: u32, shutdown: &CancellationToken) -> Result<(), ChannelError> {
+        let mut retry = Retry::new(PERSIST);
+        loop {
+            let started = Instant::now();
+            let ended = self.connection(number, shutdown).await;
+            if started.elapsed() >= STABLE_CONNECTION {
+                retry.succeeded();
+            }
+            let err = match ended {
+                Ok(None) => return Ok(()),
+                Ok(Some(End::Refresh(reason))) => {
+                    info!(connection = number, reason = %reason, "Slack asked for a new Socket Mode connection");
+                    retry.succeeded();
+                    continue;
+                }
+                Ok(Some(End::Lost(reason))) => ChannelError::Transient(reason),
+                // Only `apps.connections.open` fails for good: the app token.
+                Err(ChannelError::Fatal(reason)) => return Err(ChannelError::Fatal(format!("app_token: {reason}"))),
+                Err(err) => err,
+            };
+            let Some(delay) = retry.next_delay(err.retry_class()) else {
+                return Err(err);
+            };
+            warn!(connection = number, error = %err, ?delay, "Slack Socket Mode connection ended; connecting again");
+            if !pause(delay, shutdown).await {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Opens a connection and reads it until it ends; `Ok(None)` is shutdown.
+    async fn connection(&self, number: u32, shutdown: &CancellationToken) -> Result<Option<End>, ChannelError> {
+        let url = tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            url = self.api.open_connection(&self.app_token) => url?,
+        };
+        let connector = Some(Connector::Rustls(self.tls.clone()));
+        let connect = tokio_tungstenite::connect_async_tls_with_config(url.as_str(), None, true, connector);
+        let mut socket = tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            socket = connect => socket
+                .map_err(|err| ChannelError::Transient(format!("could not open the Socket Mode WebSocket: {err}")))?
+                .0,
+        };
+        let mut said_hello = false;
+        let ended = self.read(number, &mut socket, &mut said_hello, shutdown).await;
+        if said_hello && self.open.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.handler.sink.connected(&ChannelName::new(CHANNEL), false);
+        }
+        if !matches!(ended, Some(End::Lost(_))) {
+            let _ = socket.close(None).await;
+        }
+        Ok(ended)
+    }
+
+    /// Reads `socket` until it ends (`None`: shutdown).
+    async fn read(
+        &self,
+        number: u32,
+        socket: &mut Socket,
+        said_hello: &mut bool,
+        shutdown: &CancellationToken,
+    ) -> Option<End> {
+        let mut ping = tokio::time::interval_at(Instant::now() + PING_EVERY, PING_EVERY);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut heard = Instant::now();
+        loop {
+            let first = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return None,
+                message = socket.next() => message,
+                _ = ping.tick() => {
+                    if heard.elapsed() >= SILENCE_LIMIT {
+                        return Some(End::Lost(format!("nothing came from Slack for {} s", heard.elapsed().as_secs())));
+                    }
+                    if let Err(err) = socket.send(Message::Ping(Default::default())).await {
+                        return Some(End::Lost(format!("could not ping Slack: {err}")));
+                    }
+                    continue;
+                }
+            };
+            let mut batch = Batch::default();
+            let mut next = first;
+            loop {
+                match next {
+                    Some(message) => batch.add(message),
+                    None => batch.end = Some(End::Lost("Slack closed the connection".into())),
+                }
+                if batch.is_full() {
+                    break;
+                }
+                // What else has arrived goes with it; nothing is waited for.
+                match socket.next().now_or_never() {
+                    Some(message) => next = message,
+                    None => break,
+                }
+            }
+            if let Some(connections) = batch.hello.take()
+                && !std::mem::replace(said_hello, true)
+            {
+                info!(
+                    connection = number,
+                    open = connections,
+                    "Slack Socket Mode connection ready"
+                );
+                self.open.fetch_add(1, Ordering::SeqCst);
+                self.handler.sink.connected(&ChannelName::new(CHANNEL), true);
+            }
+            if !self.store(&batch.events, shutdown).await {
+                return None;
+            }
+            if let Err(err) = acknowledge(socket, &batch.envelopes).await {
+                return Some(
+                    batch
+                        .end
+                        .unwrap_or(End::Lost(format!("could not acknowledge to Slack: {err}"))),
+                );
+            }
+            if let Some(end) = batch.end {
+                return Some(end);
+            }
+            // Silence is measured while listening, not while storing.
+            heard = Instant::now();
+        }
+    }
+
+    /// Hands the messages in `events` to the sink, in order, until the
+    /// queue has them all. `false` means shutdown came first.
+    async fn store(&self, events: &[SlackPushEventCallback], shutdown: &CancellationToken) -> bool {
+        let mut pending = Pending::default();
+        for callback in events {
+            let Some(Prepared { key, message }) = self.handler.prepare(callback).await else {
+                continue;
+            };
+            // The same message twice (an `app_mention` and its `message`):
+            // the first is stored before the second is looked at, as if they
+            // had come one by one.
+            if pending.keys.contains(&key) {
+                if !self.hand_over(&mut pending, shutdown).await {
+                    return false;
+                }
+                if self.handler.was_accepted(&key) {
+                    continue;
+                }
+            }
+            pending.keys.push(key);
+            pending.messages.push(message);
+        }
+        self.hand_over(&mut pending, shutdown).await
+    }
+
+    async fn hand_over(&self, pending: &mut Pending, shutdown: &CancellationToken) -> bool {
+        if pending.messages.is_empty() {
+            return true;
+        }
+        let Some(admissions) = hand_over_all(self.handler.sink.as_ref(), &pending.messages, shutdown).await else {
+            return false;
+        };
+        for ((key, message), admission) in pending.keys.iter().zip(&pending.messages).zip(&admissions) {
+            self.handler.accepted(key, message, admission);
+        }
+        pending.keys.clear();
+        pending.messages.clear();
+        true
+    }
+}
+
+/// Messages read and not yet handed to the sink, with their dedup keys.
+#[derive(Default)]
+struct Pending {
+    keys: Vec<String>,
+    messages: Vec<InboundMessage>,
+}
+
+/// Sends one acknowledgement per envelope, flushed together.
+async fn acknowledge(socket: &mut Socket, envelopes: &[String]) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+    if envelopes.is_empty() {
+        return Ok(());
+    }
+    for envelope in envelopes {
+        socket.feed(Message::Text(acknowledgement(envelope).into())).await?;
+    }
+    socket.flush().await
+}
+
+#[cfg(test)]
+mod tests;
