@@ -2,6 +2,12 @@
 //! overrides the configured level. Colour only on a terminal, and never
 //! when `NO_COLOR` is set (<https://no-color.org>): a log file or a
 //! journal gets plain text.
+//!
+//! serenity instruments its gateway with `info`-level spans whose fields
+//! are whole gateway events: at Herald's default level every Discord
+//! message was formatted with `Debug` once more, about a twentieth of the
+//! CPU a Discord message costs. Unless the configured level names serenity
+//! itself (or `RUST_LOG` is set), serenity is held at `warn`.
 
 use std::io::IsTerminal;
 
@@ -11,7 +17,7 @@ use crate::config::{LogConfig, LogFormat};
 
 pub fn init(config: &LogConfig, default_level: Option<&str>) {
     let level = default_level.unwrap_or(&config.level);
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives(level)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -25,6 +31,24 @@ pub fn init(config: &LogConfig, default_level: Option<&str>) {
     }
 }
 
+/// The filter for the configured `level`: serenity's spans and events at
+/// `warn` and above when the level would let its `info` spans through.
+fn directives(level: &str) -> String {
+    let parts: Vec<&str> = level
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .collect();
+    let names_serenity = parts.iter().any(|part| part.starts_with("serenity"));
+    let global = parts.iter().rev().find(|part| !part.contains('=')).copied();
+    let verbose = global.is_some_and(|g| ["info", "debug", "trace"].contains(&g.to_ascii_lowercase().as_str()));
+    if verbose && !names_serenity {
+        format!("{},serenity=warn", parts.join(","))
+    } else {
+        level.to_owned()
+    }
+}
+
 /// Whether human-readable logs are coloured.
 fn colour(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
     terminal && no_color.is_none_or(|value| value.is_empty())
@@ -32,7 +56,26 @@ fn colour(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::colour;
+    use super::{colour, directives};
+
+    #[test]
+    fn serenity_is_held_at_warn_unless_named_or_already_quiet() {
+        assert_eq!(directives("info"), "info,serenity=warn");
+        assert_eq!(directives("herald=debug, INFO"), "herald=debug,INFO,serenity=warn");
+        assert_eq!(directives("warn"), "warn");
+        assert_eq!(directives("serenity=debug,info"), "serenity=debug,info");
+        assert_eq!(
+            directives("herald=debug"),
+            "herald=debug",
+            "no global level: nothing else is on"
+        );
+        for level in ["info", "herald=debug,info", "warn", "serenity=info,debug"] {
+            assert!(
+                tracing_subscriber::EnvFilter::try_new(directives(level)).is_ok(),
+                "{level}"
+            );
+        }
+    }
 
     #[test]
     fn colour_only_on_a_terminal_without_no_color() {
