@@ -32,7 +32,7 @@ pub(super) type Client = SlackClient<Connector>;
 
 /// TLS on rustls with ring and the system's root certificates, for the Web
 /// API and the Socket Mode WebSocket alike.
-pub(super) fn tls_config() -> rustls::ClientConfig {
+fn tls_config() -> rustls::ClientConfig {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
@@ -51,9 +51,9 @@ pub(super) fn tls_config() -> rustls::ClientConfig {
 }
 
 /// An HTTPS (and, for a local `api_url`, plain HTTP) connector.
-fn connector(api_url: &str) -> Connector {
+fn connector(api_url: &str, tls: &rustls::ClientConfig) -> Connector {
     let https = HttpsConnectorBuilder::new()
-        .with_tls_config(tls_config())
+        .with_tls_config(tls.clone())
         .https_or_http()
         .enable_http1()
         .build();
@@ -96,6 +96,8 @@ pub fn classify(err: SlackClientError) -> ChannelError {
 /// The Web API with the bot token.
 pub struct SlackApi {
     pub(super) client: Arc<Client>,
+    /// The TLS set-up of both, the system's roots read once.
+    pub(super) tls: Arc<rustls::ClientConfig>,
     bot_token: SlackApiToken,
     /// Display names by user id; a failed lookup is remembered as the id.
     names: Mutex<HashMap<String, String>>,
@@ -105,8 +107,10 @@ const MAX_CACHED_NAMES: usize = 10_000;
 
 impl SlackApi {
     pub fn new(config: &SlackConfig) -> Self {
+        let tls = Arc::new(tls_config());
         Self {
-            client: Arc::new(SlackClient::new(connector(&config.api_url))),
+            client: Arc::new(SlackClient::new(connector(&config.api_url, &tls))),
+            tls,
             bot_token: token(&config.bot_token),
             names: Mutex::new(HashMap::new()),
         }

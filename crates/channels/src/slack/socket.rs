@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::CHANNEL;
-use super::client::{SlackApi, tls_config};
+use super::client::SlackApi;
 use super::ingress::{Handler, Prepared};
 use crate::retry::{PERSIST, Retry, hand_over_all, pause};
 
@@ -185,7 +185,6 @@ pub struct SocketMode {
     api: Arc<SlackApi>,
     app_token: SlackApiToken,
     handler: Arc<Handler>,
-    tls: Arc<rustls::ClientConfig>,
     /// Connections that said hello and are still open.
     open: AtomicUsize,
 }
@@ -196,7 +195,6 @@ impl SocketMode {
             api,
             app_token,
             handler,
-            tls: Arc::new(tls_config()),
             open: AtomicUsize::new(0),
         }
     }
@@ -246,7 +244,7 @@ impl SocketMode {
             () = shutdown.cancelled() => return Ok(None),
             url = self.api.open_connection(&self.app_token) => url?,
         };
-        let connector = Some(Connector::Rustls(self.tls.clone()));
+        let connector = Some(Connector::Rustls(self.api.tls.clone()));
         let connect = tokio_tungstenite::connect_async_tls_with_config(url.as_str(), None, true, connector);
         let mut socket = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
