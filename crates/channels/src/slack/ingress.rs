@@ -74,12 +74,20 @@ pub(super) struct Prepared {
     pub(super) message: InboundMessage,
 }
 
+impl Prepared {
+    /// The Slack user id of the sender.
+    pub(super) fn user(&self) -> &str {
+        self.message.sender.id.as_str().trim_start_matches("slack:")
+    }
+}
+
 impl Handler {
-    /// The message in `callback` for the sink, or `None` when there is none
-    /// (not a message, not for Herald) or it was accepted lately.
-    pub(super) async fn prepare(&self, callback: &SlackPushEventCallback) -> Option<Prepared> {
+    /// The message in `callback` for the sink, its sender not yet named, or
+    /// `None` when there is none (not a message, not for Herald) or it was
+    /// accepted lately.
+    pub(super) fn screen(&self, callback: &SlackPushEventCallback) -> Option<Prepared> {
         let event_id = &callback.event_id.0;
-        let Some(mut message) = payload::inbound(callback, &self.bot, &self.addressing, self.clock.now()) else {
+        let Some(message) = payload::inbound(callback, &self.bot, &self.addressing, self.clock.now()) else {
             debug!(event = %event_id, "not a message for Herald");
             return None;
         };
@@ -88,9 +96,12 @@ impl Handler {
             debug!(event = %event_id, "already accepted");
             return None;
         }
-        let user = message.sender.id.as_str().trim_start_matches("slack:").to_owned();
-        message.sender.display_name = self.api.display_name(&user).await;
         Some(Prepared { key, message })
+    }
+
+    /// The name people see for the Slack user `user` (a cached `users.info`).
+    pub(super) async fn display_name(&self, user: &str) -> String {
+        self.api.display_name(user).await
     }
 
     pub(super) fn was_accepted(&self, key: &str) -> bool {
@@ -108,9 +119,11 @@ impl Handler {
 
     /// One Events API request's event, handed to the sink.
     async fn handle(&self, callback: SlackPushEventCallback) -> Result<(), StoreError> {
-        let Some(Prepared { key, message }) = self.prepare(&callback).await else {
+        let Some(mut prepared) = self.screen(&callback) else {
             return Ok(());
         };
+        prepared.message.sender.display_name = self.display_name(prepared.user()).await;
+        let Prepared { key, message } = prepared;
         match self.sink.accept(message.clone()).await {
             Ok(admission) => {
                 self.accepted(&key, &message, &admission);

@@ -15,6 +15,7 @@
 //! reachable from outside the crate: its `socket_mode` model module is
 //! shadowed by the listener's.)
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -39,6 +40,9 @@ use crate::retry::{PERSIST, Retry, hand_over_all, pause};
 
 /// The most envelopes read before what they carry is stored.
 pub const MAX_BATCH: usize = 100;
+
+/// `users.info` calls at once while naming a batch's senders.
+const NAME_LOOKUPS: usize = 8;
 
 /// How often Herald pings Slack on an otherwise quiet connection.
 const PING_EVERY: Duration = Duration::from_secs(10);
@@ -337,11 +341,10 @@ impl SocketMode {
     /// Hands the messages in `events` to the sink, in order, until the
     /// queue has them all. `false` means shutdown came first.
     async fn store(&self, events: &[SlackPushEventCallback], shutdown: &CancellationToken) -> bool {
+        let mut screened: Vec<Prepared> = events.iter().filter_map(|event| self.handler.screen(event)).collect();
+        self.name_senders(&mut screened).await;
         let mut pending = Pending::default();
-        for callback in events {
-            let Some(Prepared { key, message }) = self.handler.prepare(callback).await else {
-                continue;
-            };
+        for Prepared { key, message } in screened {
             // The same message twice (an `app_mention` and its `message`):
             // the first is stored before the second is looked at, as if they
             // had come one by one.
@@ -357,6 +360,25 @@ impl SocketMode {
             pending.messages.push(message);
         }
         self.hand_over(&mut pending, shutdown).await
+    }
+
+    /// Gives each message its sender's display name. The names not cached
+    /// are looked up a few at a time: one by one, a burst from many new
+    /// senders would hold every acknowledgement of the batch past Slack's
+    /// three seconds.
+    async fn name_senders(&self, screened: &mut [Prepared]) {
+        let users: BTreeSet<String> = screened.iter().map(|p| p.user().to_owned()).collect();
+        let users: Vec<String> = users.into_iter().collect();
+        let mut names: HashMap<String, String> = HashMap::with_capacity(users.len());
+        for some in users.chunks(NAME_LOOKUPS) {
+            let looked_up = futures::future::join_all(some.iter().map(|user| self.handler.display_name(user))).await;
+            names.extend(some.iter().cloned().zip(looked_up));
+        }
+        for prepared in screened {
+            if let Some(name) = names.get(prepared.user()) {
+                prepared.message.sender.display_name = name.clone();
+            }
+        }
     }
 
     async fn hand_over(&self, pending: &mut Pending, shutdown: &CancellationToken) -> bool {
