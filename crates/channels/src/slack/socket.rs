@@ -17,7 +17,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::{FutureExt, SinkExt, StreamExt};
@@ -36,7 +35,7 @@ use tracing::{debug, info, warn};
 use super::CHANNEL;
 use super::client::SlackApi;
 use super::ingress::{Handler, Prepared};
-use crate::retry::{PERSIST, Retry, hand_over_all, pause};
+use crate::retry::{hand_over_all, reconnect};
 
 /// The most envelopes read before what they carry is stored.
 pub const MAX_BATCH: usize = 100;
@@ -50,10 +49,6 @@ const PING_EVERY: Duration = Duration::from_secs(10);
 /// A connection from which nothing (not even a pong) came for this long is
 /// taken for dead and replaced.
 const SILENCE_LIMIT: Duration = Duration::from_secs(35);
-
-/// A connection that lasted this long was healthy: its end starts the
-/// reconnect back-off afresh.
-const STABLE_CONNECTION: Duration = Duration::from_secs(60);
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -189,8 +184,6 @@ pub struct SocketMode {
     api: Arc<SlackApi>,
     app_token: SlackApiToken,
     handler: Arc<Handler>,
-    /// Connections that said hello and are still open.
-    open: AtomicUsize,
 }
 
 impl SocketMode {
@@ -199,7 +192,6 @@ impl SocketMode {
             api,
             app_token,
             handler,
-            open: AtomicUsize::new(0),
         }
     }
 
@@ -211,33 +203,29 @@ impl SocketMode {
     }
 
     /// One connection, opened again whenever it ends: at once when Slack
-    /// asked for it, after a back-off when it failed.
+    /// asks for it, by the channels' reconnect policy when it is lost.
     async fn keep_open(&self, number: u32, shutdown: &CancellationToken) -> Result<(), ChannelError> {
-        let mut retry = Retry::new(PERSIST);
+        let what = format!("Slack Socket Mode connection {number}");
+        let channel = ChannelName::new(CHANNEL);
+        reconnect(&what, &channel, self.handler.sink.as_ref(), shutdown, || {
+            self.until_lost(number, shutdown)
+        })
+        .await
+    }
+
+    /// Connections one after another for as long as Slack asks for fresh
+    /// ones; `Ok` at shutdown, an error when one is lost or cannot be opened.
+    async fn until_lost(&self, number: u32, shutdown: &CancellationToken) -> Result<(), ChannelError> {
         loop {
-            let started = Instant::now();
-            let ended = self.connection(number, shutdown).await;
-            if started.elapsed() >= STABLE_CONNECTION {
-                retry.succeeded();
-            }
-            let err = match ended {
+            match self.connection(number, shutdown).await {
                 Ok(None) => return Ok(()),
                 Ok(Some(End::Refresh(reason))) => {
                     info!(connection = number, reason = %reason, "Slack asked for a new Socket Mode connection");
-                    retry.succeeded();
-                    continue;
                 }
-                Ok(Some(End::Lost(reason))) => ChannelError::Transient(reason),
+                Ok(Some(End::Lost(reason))) => return Err(ChannelError::Transient(reason)),
                 // Only `apps.connections.open` fails for good: the app token.
                 Err(ChannelError::Fatal(reason)) => return Err(ChannelError::Fatal(format!("app_token: {reason}"))),
-                Err(err) => err,
-            };
-            let Some(delay) = retry.next_delay(err.retry_class()) else {
-                return Err(err);
-            };
-            warn!(connection = number, error = %err, ?delay, "Slack Socket Mode connection ended; connecting again");
-            if !pause(delay, shutdown).await {
-                return Ok(());
+                Err(err) => return Err(err),
             }
         }
     }
@@ -256,11 +244,7 @@ impl SocketMode {
                 .map_err(|err| ChannelError::Transient(format!("could not open the Socket Mode WebSocket: {err}")))?
                 .0,
         };
-        let mut said_hello = false;
-        let ended = self.read(number, &mut socket, &mut said_hello, shutdown).await;
-        if said_hello && self.open.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.handler.sink.connected(&ChannelName::new(CHANNEL), false);
-        }
+        let ended = self.read(number, &mut socket, shutdown).await;
         if !matches!(ended, Some(End::Lost(_))) {
             let _ = socket.close(None).await;
         }
@@ -268,13 +252,7 @@ impl SocketMode {
     }
 
     /// Reads `socket` until it ends (`None`: shutdown).
-    async fn read(
-        &self,
-        number: u32,
-        socket: &mut Socket,
-        said_hello: &mut bool,
-        shutdown: &CancellationToken,
-    ) -> Option<End> {
+    async fn read(&self, number: u32, socket: &mut Socket, shutdown: &CancellationToken) -> Option<End> {
         let mut ping = tokio::time::interval_at(Instant::now() + PING_EVERY, PING_EVERY);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut heard = Instant::now();
@@ -309,15 +287,14 @@ impl SocketMode {
                     None => break,
                 }
             }
-            if let Some(connections) = batch.hello.take()
-                && !std::mem::replace(said_hello, true)
-            {
+            // With several connections, readiness follows the last one to
+            // say hello or to be lost (the reconnect policy reports that).
+            if let Some(connections) = batch.hello.take() {
                 info!(
                     connection = number,
                     open = connections,
                     "Slack Socket Mode connection ready"
                 );
-                self.open.fetch_add(1, Ordering::SeqCst);
                 self.handler.sink.connected(&ChannelName::new(CHANNEL), true);
             }
             if !self.store(&batch.events, shutdown).await {
