@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_channels::slack::{self, SlackConfig};
+use herald_core::channel::accept_one_by_one;
 use herald_core::{
     Admission, ChannelError, ChannelOutbound, ConversationKind, Enqueued, InboundMessage, InboundSink, OutboundMessage,
     StoreError, Taken, TaskId,
@@ -65,22 +66,7 @@ impl InboundSink for Recorder {
     async fn accept_all(&self, messages: Vec<InboundMessage>) -> Taken {
         let _open = self.gate.read().await;
         self.batches.lock().unwrap().push(messages.len());
-        let mut admissions = Vec::new();
-        for message in messages {
-            match self.accept(message).await {
-                Ok(admission) => admissions.push(admission),
-                Err(error) => {
-                    return Taken {
-                        admissions,
-                        error: Some(error),
-                    };
-                }
-            }
-        }
-        Taken {
-            admissions,
-            error: None,
-        }
+        accept_one_by_one(self, messages).await
     }
 }
 

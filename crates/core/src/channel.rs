@@ -106,22 +106,7 @@ pub trait InboundSink: Send + Sync {
     /// hands it over whole. Stops at the first message it could not take;
     /// the caller offers that one and those after it again.
     async fn accept_all(&self, messages: Vec<InboundMessage>) -> Taken {
-        let mut admissions = Vec::with_capacity(messages.len());
-        for message in messages {
-            match self.accept(message).await {
-                Ok(admission) => admissions.push(admission),
-                Err(error) => {
-                    return Taken {
-                        admissions,
-                        error: Some(error),
-                    };
-                }
-            }
-        }
-        Taken {
-            admissions,
-            error: None,
-        }
+        accept_one_by_one(self, messages).await
     }
 
     /// A message the channel could not read (a mail over the size cap, its
@@ -136,6 +121,28 @@ pub trait InboundSink: Send + Sync {
     /// poll answered, the gateway is ready, the socket or endpoint is up) or
     /// has lost that (`false`). Readiness checks report it.
     fn connected(&self, _channel: &ChannelName, _connected: bool) {}
+}
+
+/// [`InboundSink::accept_all`] for a sink without a batch path: `accept`
+/// on each message in turn, stopping at the first it could not take. A
+/// sink that wraps `accept_all` (to observe or hold it) calls this too.
+pub async fn accept_one_by_one<S: InboundSink + ?Sized>(sink: &S, messages: Vec<InboundMessage>) -> Taken {
+    let mut admissions = Vec::with_capacity(messages.len());
+    for message in messages {
+        match sink.accept(message).await {
+            Ok(admission) => admissions.push(admission),
+            Err(error) => {
+                return Taken {
+                    admissions,
+                    error: Some(error),
+                };
+            }
+        }
+    }
+    Taken {
+        admissions,
+        error: None,
+    }
 }
 
 /// Which channels' ingress is connected, as their adapters last reported
