@@ -28,5 +28,7 @@ pub mod retry;
 pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
+#[cfg(any(feature = "slack", feature = "discord"))]
+pub mod tls;
 
 pub use built::Built;

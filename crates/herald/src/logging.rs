@@ -3,11 +3,11 @@
 //! when `NO_COLOR` is set (<https://no-color.org>): a log file or a
 //! journal gets plain text.
 //!
-//! serenity instruments its gateway with `info`-level spans whose fields
-//! are whole gateway events: at Herald's default level every Discord
-//! message was formatted with `Debug` once more, about a twentieth of the
-//! CPU a Discord message costs. Unless the configured level names serenity
-//! itself (or `RUST_LOG` is set), serenity is held at `warn`.
+//! serenity instruments the REST requests it builds (and, while it ran
+//! Herald's gateway, every gateway event) with `info`-level spans whose
+//! fields are formatted with `Debug`, request bodies byte by byte: about a
+//! twentieth of the CPU a Discord message cost. Unless the configured level
+//! names serenity itself (or `RUST_LOG` is set), serenity is held at `warn`.
 
 use std::io::IsTerminal;
 

@@ -18,7 +18,8 @@ use serenity::http::{LightMethod, Request, Route};
 use tracing::debug;
 
 use super::config::DiscordConfig;
-use super::payload::{CHANNEL, ChannelObject, Place};
+use super::model::{ChannelObject, id_from_string};
+use super::payload::{CHANNEL, Place};
 use super::ratelimit::{RouteLimits, observe, too_many_requests};
 use super::render;
 use crate::chunk::Limit;
@@ -30,12 +31,6 @@ pub struct BotUser {
     #[serde(deserialize_with = "id_from_string")]
     pub id: u64,
     pub username: String,
-}
-
-fn id_from_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    String::deserialize(deserializer)?
-        .parse()
-        .map_err(serde::de::Error::custom)
 }
 
 #[derive(Deserialize)]
@@ -55,7 +50,7 @@ fn channel_id(id: u64) -> Result<ChannelId, ChannelError> {
 /// Discord's REST API for one bot, with Herald's rate-limit buckets.
 pub struct DiscordApi {
     client: serenity_reqwest::Client,
-    /// `Bot <token>`, as the `Authorization` header and IDENTIFY carry it.
+    /// `Bot <token>`, as the `Authorization` header carries it.
     pub(super) authorization: SecretString,
     pub(super) api_base: String,
     limits: RouteLimits,
@@ -68,11 +63,9 @@ impl DiscordApi {
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(|err| ChannelError::Fatal(format!("could not build the Discord HTTP client: {err}")))?;
-        let token = config.token.expose_secret().trim();
-        let token = token.strip_prefix("Bot ").unwrap_or(token);
         Ok(Self {
             client,
-            authorization: SecretString::from(format!("Bot {token}")),
+            authorization: SecretString::from(format!("Bot {}", config.bare_token().expose_secret())),
             api_base: config.api_base().to_owned(),
             limits: RouteLimits::default(),
         })

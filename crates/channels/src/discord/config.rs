@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use crate::outbound::{Rate, RateLimits};
@@ -65,6 +65,13 @@ impl DiscordConfig {
     pub fn api_base(&self) -> &str {
         self.api_url.trim_end_matches('/')
     }
+
+    /// The token as the gateway takes it: trimmed, without the `Bot `
+    /// prefix REST requests carry (people paste it either way).
+    pub fn bare_token(&self) -> SecretString {
+        let token = self.token.expose_secret().trim();
+        SecretString::from(token.strip_prefix("Bot ").unwrap_or(token).to_owned())
+    }
 }
 
 /// A Discord id, written in YAML as a number or a quoted string.
@@ -92,8 +99,6 @@ impl<'de> Deserialize<'de> for Snowflake {
 
 #[cfg(test)]
 mod tests {
-    use secrecy::ExposeSecret;
-
     use super::*;
 
     fn parse(text: &str) -> Result<DiscordConfig, String> {
@@ -104,6 +109,8 @@ mod tests {
     fn only_the_token_is_required() {
         let config = parse(r#"{"token": "abc"}"#).unwrap();
         assert_eq!(config.token.expose_secret(), "abc");
+        let pasted = parse(r#"{"token": " Bot abc "}"#).unwrap();
+        assert_eq!(pasted.bare_token().expose_secret(), "abc");
         assert_eq!(config.api_base(), "https://discord.com");
         assert!(config.respond_in().is_empty());
         assert_eq!(config.rate_limits, default_rate_limits());

@@ -1,46 +1,88 @@
-//! The Discord adapter's inbound half: the gateway session.
+//! The Discord adapter's inbound half: Herald's own gateway connection.
 //!
-//! The gateway is serenity's client, run on a thread of its own with a
-//! current-thread runtime. serenity spawns one task per event; on that
-//! runtime tasks run in the order they were spawned, and the handler's first
-//! act is to put the message on an ordered channel. Messages therefore reach
-//! [`InboundSink::accept`] one at a time, in the gateway's order, and nothing
-//! else (typing, replies) happens before a message is accepted.
+//! `GET /gateway` names the WebSocket; HELLO says how often to heartbeat;
+//! IDENTIFY (or RESUME, for a session that lost its connection) opens the
+//! session; `MESSAGE_CREATE` events arrive in the gateway's order. The
+//! frames that have arrived together (up to [`MAX_BATCH`]) are read
+//! together, and the messages among them go to the sink in one
+//! [`hand_over_all`], in order; the next frames are read only once the
+//! queue holds them, and nothing else (typing, replies) happens for a
+//! message before. Heartbeats go on while a batch is being stored.
+//!
+//! A lost connection resumes its session at the URL READY gave: Discord
+//! replays what the session missed, with the same message ids, which are
+//! the queue's dedup key, so a replayed message is stored once. RECONNECT
+//! (op 7) and an invalid session connect again at once; a dropped or
+//! closed connection through the channels' reconnect policy; a close code
+//! that says a setting is wrong (the token, the MESSAGE CONTENT intent)
+//! ends the channel with an error that names the setting.
+//! The protocol itself (frames, heartbeat bookkeeping, close codes) is
+//! [`super::gateway`], which is pure.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::{FutureExt, SinkExt, StreamExt};
 use herald_core::channel::ChannelIngress;
 use herald_core::{ChannelError, ChannelName, InboundSink};
-use secrecy::ExposeSecret;
-use serenity::all::{
-    ConnectionStage, Context, EventHandler, GatewayError, GatewayIntents, Message, Ready, ResumedEvent,
-    ShardStageUpdateEvent,
-};
-use serenity::http::HttpBuilder;
-use tokio::sync::{mpsc, oneshot};
+use secrecy::{ExposeSecret, SecretString};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::client::DiscordApi;
+use super::gateway::{self, AfterClose, Beat, Event, Frame, Heartbeat, Session};
+use super::model::Message;
 use super::payload::{self, CHANNEL, Place};
-use crate::retry::{LOOKUP, Retry, hand_over_all, reconnect};
+use crate::retry::{LOOKUP, Retry, hand_over_all, pause, reconnect};
 
-/// The intents Herald identifies with. MESSAGE_CONTENT is privileged: it
-/// must be switched on in the developer portal, or the gateway closes with
-/// 4014.
-pub fn intents() -> GatewayIntents {
-    GatewayIntents::GUILD_MESSAGES | GatewayIntents::DIRECT_MESSAGES | GatewayIntents::MESSAGE_CONTENT
-}
+/// The most gateway frames read before the messages among them are stored.
+pub const MAX_BATCH: usize = 100;
 
-/// The most gateway messages handed to the sink at once.
-const MAX_BATCH: usize = 100;
+/// How long a new connection may take to say HELLO.
+const HELLO_WAIT: Duration = Duration::from_secs(20);
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Receives from the gateway and hands messages to the sink.
 pub struct DiscordIngress {
     pub(super) api: Arc<DiscordApi>,
     pub(super) respond_in: HashSet<u64>,
+    /// The bot token without `Bot `, as IDENTIFY and RESUME carry it.
+    pub(super) token: SecretString,
+    pub(super) tls: Arc<rustls::ClientConfig>,
+}
+
+/// What one run of the channel keeps from connection to connection.
+#[derive(Default)]
+struct State {
+    session: Session,
+    bot_id: Option<u64>,
+    /// Where each channel is (a DM, a guild channel, a thread), looked up
+    /// once.
+    places: HashMap<u64, Place>,
+}
+
+/// Why a connection stopped being read.
+enum End {
+    /// The gateway asked for a new connection (RECONNECT, or an invalid
+    /// session): open it now.
+    Again(String),
+    /// The session cannot go on and a new one must wait, as Discord asks
+    /// after an invalid session that cannot be resumed.
+    Identify(String),
+    /// Closed by the gateway, or broken: connect again by the policy.
+    Lost(String),
+    /// A close code that connecting again cannot help.
+    Fatal(String),
 }
 
 #[async_trait]
@@ -51,12 +93,13 @@ impl ChannelIngress for DiscordIngress {
 
     async fn run(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
         let channel = ChannelName::new(CHANNEL);
+        let state = Mutex::new(State::default());
         reconnect(
             "the discord gateway session",
             &channel,
             sink.as_ref(),
             &shutdown,
-            || self.session(sink.as_ref(), &shutdown),
+            || self.until_lost(sink.as_ref(), &state, &shutdown),
         )
         .await
     }
@@ -69,55 +112,180 @@ impl ChannelIngress for DiscordIngress {
 }
 
 impl DiscordIngress {
-    /// One gateway session: learn who the bot is, connect, and accept
-    /// messages until shutdown or until serenity gives up.
-    async fn session(&self, sink: &dyn InboundSink, shutdown: &CancellationToken) -> Result<(), ChannelError> {
-        let bot = self.api.current_user().await?;
-        let gateway_url = self.api.gateway_url().await?;
-        info!(bot = %bot.username, gateway = %gateway_url, "connecting to the discord gateway");
-        let (events_tx, mut events) = mpsc::unbounded_channel();
-        let stop = shutdown.child_token();
-        let mut done = spawn_gateway(
-            self.api.authorization.expose_secret().to_owned(),
-            self.api.api_base.clone(),
-            gateway_url,
-            events_tx,
-            stop.clone(),
-        )?;
-        let mut places: HashMap<u64, Place> = HashMap::new();
+    /// Connections one after another for as long as the gateway asks for
+    /// fresh ones; `Ok` at shutdown, an error when one is lost.
+    async fn until_lost(
+        &self,
+        sink: &dyn InboundSink,
+        state: &Mutex<State>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), ChannelError> {
+        let mut state = state.lock().await;
         loop {
-            tokio::select! {
+            match self.connection(sink, &mut state, shutdown).await? {
+                None => return Ok(()),
+                Some(End::Again(reason)) => info!(reason = %reason, "connecting to the discord gateway again"),
+                Some(End::Identify(reason)) => {
+                    // Discord asks for a random wait of one to five seconds.
+                    let wait = Duration::from_millis(1_000 + rand::random::<u64>() % 4_000);
+                    info!(reason = %reason, ?wait, "opening a new discord gateway session");
+                    if !pause(wait, shutdown).await {
+                        return Ok(());
+                    }
+                }
+                Some(End::Lost(reason)) => return Err(ChannelError::Transient(reason)),
+                Some(End::Fatal(reason)) => return Err(ChannelError::Fatal(reason)),
+            }
+        }
+    }
+
+    /// Opens a connection and reads it until it ends; `Ok(None)` is
+    /// shutdown.
+    async fn connection(
+        &self,
+        sink: &dyn InboundSink,
+        state: &mut State,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<End>, ChannelError> {
+        let bot_id = match state.bot_id {
+            Some(id) => id,
+            None => {
+                let bot = self.api.current_user().await?;
+                info!(bot = %bot.username, id = bot.id, "signed in to discord");
+                state.bot_id = Some(bot.id);
+                bot.id
+            }
+        };
+        let gateway = if state.session.can_resume() {
+            String::new()
+        } else {
+            self.api.gateway_url().await?
+        };
+        let url = state.session.url(&gateway);
+        info!(gateway = %url, resuming = state.session.can_resume(), "connecting to the discord gateway");
+        let connector = Some(Connector::Rustls(self.tls.clone()));
+        let connect = tokio_tungstenite::connect_async_tls_with_config(url.as_str(), None, true, connector);
+        let mut socket = tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            socket = connect => socket
+                .map_err(|err| ChannelError::Transient(format!("could not open the discord gateway: {err}")))?
+                .0,
+        };
+        let ended = self.read(sink, &mut socket, state, bot_id, shutdown).await;
+        let close = match &ended {
+            // Closing with 1000 ends the session: the bot shows offline at once.
+            None | Some(End::Fatal(_)) => Some(CloseCode::Normal),
+            Some(End::Identify(_)) => Some(CloseCode::Normal),
+            // Any other code keeps the session resumable.
+            Some(End::Again(_)) => Some(CloseCode::from(gateway::CLOSE_TO_RESUME)),
+            Some(End::Lost(_)) => None,
+        };
+        if let Some(code) = close {
+            let frame = CloseFrame {
+                code,
+                reason: "".into(),
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(Some(frame))).await;
+        }
+        Ok(ended)
+    }
+
+    /// Reads `socket` until it ends (`None`: shutdown).
+    async fn read(
+        &self,
+        sink: &dyn InboundSink,
+        socket: &mut Socket,
+        state: &mut State,
+        bot_id: u64,
+        shutdown: &CancellationToken,
+    ) -> Option<End> {
+        let interval = match tokio::time::timeout(HELLO_WAIT, socket.next()).await {
+            Err(_) => return Some(End::Lost("the discord gateway said no HELLO".into())),
+            Ok(first) => {
+                let mut batch = Batch::default();
+                let mut heartbeat = Heartbeat::new(Duration::MAX);
+                batch.add(first, &mut state.session, &mut heartbeat);
+                match (batch.hello, batch.end) {
+                    (Some(interval), None) => interval,
+                    (_, Some(end)) => return Some(end),
+                    (None, None) => return Some(End::Lost("the discord gateway did not begin with HELLO".into())),
+                }
+            }
+        };
+        let greeting = state.session.greeting(self.token.expose_secret());
+        if let Err(err) = socket.send(WsMessage::text(greeting)).await {
+            return Some(End::Lost(format!("could not identify to the discord gateway: {err}")));
+        }
+        let mut heartbeat = Heartbeat::new(interval);
+        let mut next_beat = Instant::now() + heartbeat.first_after(rand::random::<f64>());
+        loop {
+            let first = tokio::select! {
                 biased;
-                event = events.recv() => match event {
-                    Some(GatewayEvent::Message(message)) => {
-                        // What else the gateway queued meanwhile goes with it,
-                        // up to the next event that is not a message.
-                        let mut batch = vec![*message];
-                        let mut after = None;
-                        while batch.len() < MAX_BATCH {
-                            match events.try_recv() {
-                                Ok(GatewayEvent::Message(message)) => batch.push(*message),
-                                Ok(other) => {
-                                    after = Some(other);
-                                    break;
+                () = shutdown.cancelled() => return None,
+                // What has arrived (an acknowledgement among it) is read
+                // before a heartbeat falls due.
+                message = socket.next() => message,
+                () = tokio::time::sleep_until(next_beat) => {
+                    next_beat += heartbeat.interval;
+                    if heartbeat.due() == Beat::Zombie {
+                        return Some(End::Lost("the discord gateway did not acknowledge a heartbeat".into()));
+                    }
+                    if let Err(err) = socket.send(WsMessage::text(gateway::heartbeat(state.session.seq))).await {
+                        return Some(End::Lost(format!("could not send a heartbeat: {err}")));
+                    }
+                    continue;
+                }
+            };
+            let mut batch = Batch::default();
+            let mut next = first;
+            loop {
+                batch.add(next, &mut state.session, &mut heartbeat);
+                if batch.is_full() {
+                    break;
+                }
+                // What else has arrived goes with it; nothing is waited for.
+                match socket.next().now_or_never() {
+                    Some(message) => next = message,
+                    None => break,
+                }
+            }
+            if let Some(connected) = batch.connected {
+                sink.connected(&ChannelName::new(CHANNEL), connected);
+            }
+            if !batch.messages.is_empty() {
+                let messages = std::mem::take(&mut batch.messages);
+                let stored = {
+                    let handing = self.handle_all(sink, &mut state.places, bot_id, messages, shutdown);
+                    tokio::pin!(handing);
+                    // A store that is slow must not cost the connection:
+                    // heartbeats go on meanwhile (their acknowledgements are
+                    // read with the next frames).
+                    loop {
+                        tokio::select! {
+                            stored = &mut handing => break stored,
+                            () = tokio::time::sleep_until(next_beat) => {
+                                next_beat += heartbeat.interval;
+                                heartbeat.due();
+                                let beat = gateway::heartbeat(state.session.seq);
+                                if let Err(err) = socket.send(WsMessage::text(beat)).await {
+                                    batch.end.get_or_insert(End::Lost(format!("could not send a heartbeat: {err}")));
                                 }
-                                Err(_) => break,
                             }
                         }
-                        self.handle_all(sink, &mut places, bot.id, batch, shutdown).await;
-                        if let Some(GatewayEvent::Connected(connected)) = after {
-                            sink.connected(&ChannelName::new(CHANNEL), connected);
-                        }
                     }
-                    Some(GatewayEvent::Connected(connected)) => sink.connected(&ChannelName::new(CHANNEL), connected),
-                    None => return (&mut done).await.unwrap_or(Ok(())),
-                },
-                result = &mut done => return result.unwrap_or(Ok(())),
-                () = shutdown.cancelled() => {
-                    stop.cancel();
-                    let _ = done.await;
-                    return Ok(());
+                };
+                if !stored {
+                    return None;
                 }
+            }
+            if batch.beat_now {
+                let beat = gateway::heartbeat(state.session.seq);
+                if let Err(err) = socket.send(WsMessage::text(beat)).await {
+                    return Some(End::Lost(format!("could not send a heartbeat: {err}")));
+                }
+            }
+            if let Some(end) = batch.end {
+                return Some(end);
             }
         }
     }
@@ -128,7 +296,7 @@ impl DiscordIngress {
         message: &Message,
         shutdown: &CancellationToken,
     ) -> Place {
-        let channel = message.channel_id.get();
+        let channel = message.channel_id;
         if payload::is_direct(message) {
             return Place::Direct { channel };
         }
@@ -157,7 +325,7 @@ impl DiscordIngress {
 
     /// Hands the messages for Herald among `messages` to the sink, in
     /// order and as one batch. A message is only safe once the queue has
-    /// it; the next batch is taken only after.
+    /// it. `false` means shutdown came first.
     async fn handle_all(
         &self,
         sink: &dyn InboundSink,
@@ -165,7 +333,7 @@ impl DiscordIngress {
         bot_id: u64,
         messages: Vec<Message>,
         shutdown: &CancellationToken,
-    ) {
+    ) -> bool {
         let mut inbound = Vec::with_capacity(messages.len());
         for message in messages {
             if !payload::is_for_herald(&message, bot_id) {
@@ -175,113 +343,114 @@ impl DiscordIngress {
             inbound.extend(payload::inbound(&message, place, bot_id, &self.respond_in));
         }
         if inbound.is_empty() {
-            return;
+            return true;
         }
-        if let Some(admissions) = hand_over_all(sink, &inbound, shutdown).await {
-            for (message, admission) in inbound.iter().zip(admissions) {
-                debug!(conversation = %message.conversation.id, ?admission, "discord message accepted");
+        let Some(admissions) = hand_over_all(sink, &inbound, shutdown).await else {
+            return false;
+        };
+        for (message, admission) in inbound.iter().zip(admissions) {
+            debug!(conversation = %message.conversation.id, ?admission, "discord message accepted");
+        }
+        true
+    }
+}
+
+/// Frames read together, and how the connection is to go on after them.
+#[derive(Default)]
+struct Batch {
+    messages: Vec<Message>,
+    frames: usize,
+    hello: Option<Duration>,
+    /// READY or RESUMED (`true`).
+    connected: Option<bool>,
+    /// The gateway asked for a heartbeat now.
+    beat_now: bool,
+    end: Option<End>,
+}
+
+impl Batch {
+    fn add(
+        &mut self,
+        message: Option<Result<WsMessage, tokio_tungstenite::tungstenite::Error>>,
+        session: &mut Session,
+        heartbeat: &mut Heartbeat,
+    ) {
+        self.frames += 1;
+        let text = match message {
+            Some(Ok(WsMessage::Text(text))) => text,
+            Some(Ok(WsMessage::Close(frame))) => {
+                self.end = Some(closed(frame, session));
+                return;
             }
+            Some(Ok(WsMessage::Binary(_))) => {
+                warn!("the discord gateway sent a binary frame, which Herald did not ask for; ignored");
+                return;
+            }
+            // tungstenite answers pings by itself.
+            Some(Ok(_)) => return,
+            Some(Err(err)) => {
+                self.end = Some(End::Lost(format!("the discord gateway connection broke: {err}")));
+                return;
+            }
+            None => {
+                self.end = Some(End::Lost("the discord gateway closed the connection".into()));
+                return;
+            }
+        };
+        match gateway::read_frame(text.as_str()) {
+            Frame::Dispatch { seq, event } => {
+                session.saw(seq);
+                match event {
+                    Event::Message(message) => self.messages.push(*message),
+                    Event::Ready { session_id, resume_url } => {
+                        info!(session = %session_id, "discord gateway session ready");
+                        session.resumable = Some((session_id, resume_url));
+                        self.connected = Some(true);
+                    }
+                    Event::Resumed => {
+                        info!("discord gateway session resumed");
+                        self.connected = Some(true);
+                    }
+                    Event::Undecodable(error) => {
+                        warn!(seq, error = %error, "a discord event did not decode; skipped");
+                    }
+                    Event::Other => {}
+                }
+            }
+            Frame::Hello { interval } => self.hello = Some(interval),
+            Frame::HeartbeatNow => self.beat_now = true,
+            Frame::HeartbeatAck => heartbeat.acknowledged(),
+            Frame::Reconnect => self.end = Some(End::Again("the gateway asked for a reconnect".into())),
+            Frame::InvalidSession { resumable } => {
+                self.end = Some(if resumable {
+                    End::Again("the gateway invalidated the connection; resuming".into())
+                } else {
+                    session.forget();
+                    End::Identify("the gateway invalidated the session".into())
+                });
+            }
+            Frame::Ignore => debug!("a discord gateway frame Herald does not act on was ignored"),
         }
     }
+
+    fn is_full(&self) -> bool {
+        self.frames >= MAX_BATCH || self.end.is_some()
+    }
 }
 
-/// What the gateway thread tells the ingress, in the gateway's order.
-enum GatewayEvent {
-    Message(Box<Message>),
-    /// READY or RESUMED (`true`), or the shard left the connected stage.
-    Connected(bool),
-}
-
-/// Forwards gateway messages, in order, to the ingress.
-struct Forward {
-    events: mpsc::UnboundedSender<GatewayEvent>,
-}
-
-#[serenity::async_trait]
-impl EventHandler for Forward {
-    async fn message(&self, _context: Context, message: Message) {
-        // Before any await: see the module documentation on ordering.
-        let _ = self.events.send(GatewayEvent::Message(Box::new(message)));
-    }
-
-    async fn ready(&self, _context: Context, _ready: Ready) {
-        let _ = self.events.send(GatewayEvent::Connected(true));
-    }
-
-    async fn resume(&self, _context: Context, _resumed: ResumedEvent) {
-        let _ = self.events.send(GatewayEvent::Connected(true));
-    }
-
-    async fn shard_stage_update(&self, _context: Context, update: ShardStageUpdateEvent) {
-        if update.new != ConnectionStage::Connected {
-            let _ = self.events.send(GatewayEvent::Connected(false));
+/// What the gateway closing the connection means.
+fn closed(frame: Option<CloseFrame>, session: &mut Session) -> End {
+    let Some(frame) = frame else {
+        return End::Lost("the discord gateway closed the connection".into());
+    };
+    let code = u16::from(frame.code);
+    let why = format!("the discord gateway closed the connection ({code} {})", frame.reason);
+    match gateway::after_close(code) {
+        AfterClose::Resume => End::Lost(why),
+        AfterClose::Identify => {
+            session.forget();
+            End::Lost(why)
         }
-    }
-}
-
-fn spawn_gateway(
-    authorization: String,
-    api_base: String,
-    gateway_url: String,
-    events: mpsc::UnboundedSender<GatewayEvent>,
-    stop: CancellationToken,
-) -> Result<oneshot::Receiver<Result<(), ChannelError>>, ChannelError> {
-    let (done_tx, done_rx) = oneshot::channel();
-    std::thread::Builder::new()
-        .name("discord-gateway".into())
-        .spawn(move || {
-            let result = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(runtime) => runtime.block_on(run_gateway(authorization, api_base, gateway_url, events, stop)),
-                Err(err) => Err(ChannelError::Fatal(format!(
-                    "could not start the discord gateway runtime: {err}"
-                ))),
-            };
-            let _ = done_tx.send(result);
-        })
-        .map_err(|err| ChannelError::Fatal(format!("could not start the discord gateway thread: {err}")))?;
-    Ok(done_rx)
-}
-
-async fn run_gateway(
-    authorization: String,
-    api_base: String,
-    gateway_url: String,
-    events: mpsc::UnboundedSender<GatewayEvent>,
-    stop: CancellationToken,
-) -> Result<(), ChannelError> {
-    let http = HttpBuilder::new(&authorization)
-        .proxy(api_base)
-        .ratelimiter_disabled(true)
-        .build();
-    let mut client = serenity::all::ClientBuilder::new_with_http(http, intents())
-        .event_handler(Forward { events })
-        .await
-        .map_err(|err| ChannelError::Transient(format!("discord client: {err}")))?;
-    // serenity fetched the gateway URL itself and falls back to Discord's
-    // real gateway when that fails; use the one Herald fetched.
-    *client.ws_url.lock().await = gateway_url;
-    let manager = client.shard_manager.clone();
-    tokio::select! {
-        result = client.start() => result.map_err(gateway_error),
-        () = stop.cancelled() => {
-            manager.shutdown_all().await;
-            Ok(())
-        }
-    }
-}
-
-fn gateway_error(err: serenity::Error) -> ChannelError {
-    match err {
-        serenity::Error::Gateway(GatewayError::InvalidAuthentication) => {
-            ChannelError::Fatal("the discord gateway refused the bot token; check channels.discord.token".into())
-        }
-        serenity::Error::Gateway(GatewayError::DisallowedGatewayIntents) => ChannelError::Fatal(
-            "the discord gateway refused the MESSAGE CONTENT intent; switch it on under Bot → Privileged Gateway Intents in the developer portal"
-                .into(),
-        ),
-        serenity::Error::Gateway(GatewayError::InvalidGatewayIntents) => {
-            ChannelError::Fatal("the discord gateway refused Herald's intents".into())
-        }
-        other => ChannelError::Transient(format!("discord gateway: {other}")),
+        AfterClose::Fatal(reason) => End::Fatal(reason),
     }
 }

@@ -1,17 +1,20 @@
-//! The Discord channel: a bot on the gateway (serenity) with the
-//! GUILD_MESSAGES, DIRECT_MESSAGES and MESSAGE_CONTENT intents, answering
-//! DMs, mentions and replies in guild channels and threads, and every message
-//! in the channels listed in `respond_in`.
+//! The Discord channel: a bot on the gateway with the GUILD_MESSAGES,
+//! DIRECT_MESSAGES and MESSAGE_CONTENT intents, answering DMs, mentions and
+//! replies in guild channels and threads, and every message in the channels
+//! listed in `respond_in`. REST requests are built by serenity; the gateway
+//! is Herald's own.
 //!
 //! - [`config`]: `channels.discord` in herald.yaml.
+//! - [`model`]: the part of Discord's objects Herald reads.
 //! - [`payload`]: pure, Discord message to [`herald_core::InboundMessage`].
+//! - [`gateway`]: pure, the gateway protocol (frames, heartbeats, close codes).
 //! - [`render`]: pure, reply to create-message request body.
 //! - [`ratelimit`]: pure, per-route buckets from the response headers.
 //! - [`client`]: REST calls, and the outbound sender.
-//! - [`ingress`]: the gateway session, messages in.
+//! - [`ingress`]: the gateway connection, messages in.
 //!
 //! Architecture invariant: a received message goes to the sink before
-//! anything else happens for it, and messages go one at a time in the
+//! anything else happens for it, and messages reach the sink in the
 //! gateway's order. Redelivered messages (a RESUME replays what the session
 //! missed) carry the same message id, which is the queue's dedup key, so
 //! they are stored once.
@@ -19,7 +22,9 @@
 pub mod client;
 pub mod config;
 pub mod files;
+pub mod gateway;
 pub mod ingress;
+pub mod model;
 pub mod payload;
 pub mod ratelimit;
 pub mod render;
@@ -51,6 +56,8 @@ pub fn build(config: &DiscordConfig, limiter: Arc<dyn herald_core::SendLimiter>)
     let ingress = DiscordIngress {
         api,
         respond_in: config.respond_in(),
+        token: config.bare_token(),
+        tls: crate::tls::client_config("Discord"),
     };
     Ok(Built {
         outbound: Arc::new(delivery),

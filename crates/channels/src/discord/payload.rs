@@ -1,6 +1,7 @@
 //! Discord events to Herald's normalized message. Pure: the adapter passes
-//! the message as serenity parsed it, where it was posted (looked up once
-//! per channel) and what it knows about the bot.
+//! the message as the gateway delivered it ([`super::model::Message`]),
+//! where it was posted (looked up once per channel) and what it knows about
+//! the bot.
 //!
 //! Conversations: a DM is `discord:<dm channel id>`; a guild channel is
 //! `discord:<channel id>`; a thread is `discord:<parent id>/<thread id>`.
@@ -12,8 +13,9 @@ use herald_core::{
     ActorId, Attachment, ChannelName, ConversationId, ConversationKind, ConversationRef, InboundMessage, Sender,
     Timestamp,
 };
-use serde::Deserialize;
-use serenity::model::channel::{Message, MessageType};
+
+pub use super::model::ChannelObject;
+use super::model::{INLINE_REPLY, Message, REGULAR};
 
 pub const CHANNEL: &str = "discord";
 
@@ -57,17 +59,6 @@ impl Place {
     }
 }
 
-/// The part of a channel object (`GET /channels/{id}`) Herald reads.
-#[derive(Debug, Deserialize)]
-pub struct ChannelObject {
-    #[serde(deserialize_with = "id_from_string")]
-    pub id: u64,
-    #[serde(rename = "type")]
-    pub kind: u8,
-    #[serde(default, deserialize_with = "optional_id_from_string")]
-    pub parent_id: Option<u64>,
-}
-
 /// Discord's channel types that are threads (announcement, public, private).
 const THREAD_TYPES: [u8; 3] = [10, 11, 12];
 /// DM and group DM.
@@ -86,22 +77,12 @@ impl ChannelObject {
     }
 }
 
-fn id_from_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    text.parse().map_err(serde::de::Error::custom)
-}
-
-fn optional_id_from_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    let text = Option::<String>::deserialize(deserializer)?;
-    text.map(|t| t.parse().map_err(serde::de::Error::custom)).transpose()
-}
-
 /// Messages Herald never reads: its own, other bots', webhooks', and system
 /// messages (joins, pins, boosts). Decidable before looking anything up.
 pub fn is_for_herald(message: &Message, bot_id: u64) -> bool {
     let from_person = !message.author.bot && !message.author.system && message.webhook_id.is_none();
-    let authored_by_bot = message.author.id.get() == bot_id;
-    let conversational = matches!(message.kind, MessageType::Regular | MessageType::InlineReply);
+    let authored_by_bot = message.author.id == bot_id;
+    let conversational = matches!(message.kind, REGULAR | INLINE_REPLY);
     from_person && !authored_by_bot && conversational
 }
 
@@ -121,12 +102,9 @@ fn without_bot_mention(content: &str, bot_id: u64) -> String {
 }
 
 fn received_at(message: &Message) -> Timestamp {
-    message
-        .timestamp
-        .to_rfc3339()
-        .and_then(|text| chrono::DateTime::parse_from_rfc3339(&text).ok())
+    chrono::DateTime::parse_from_rfc3339(&message.timestamp)
         .map(|at| at.with_timezone(&chrono::Utc))
-        .unwrap_or_else(chrono::Utc::now)
+        .unwrap_or_else(|_| chrono::Utc::now())
 }
 
 /// The normalized message, or `None` when there is nothing for Herald in it.
@@ -144,7 +122,7 @@ pub fn inbound(message: &Message, place: Place, bot_id: u64, respond_in: &HashSe
                 .content_type
                 .clone()
                 .unwrap_or_else(|| "application/octet-stream".into()),
-            size: u64::from(a.size),
+            size: a.size,
             source: Some(a.url.clone()),
             ..Attachment::default()
         })
@@ -152,11 +130,11 @@ pub fn inbound(message: &Message, place: Place, bot_id: u64, respond_in: &HashSe
     if text.is_empty() && attachments.is_empty() {
         return None;
     }
-    let mentioned = message.mentions.iter().any(|user| user.id.get() == bot_id);
+    let mentioned = message.mentions.iter().any(|user| user.id == bot_id);
     let replied_to_bot = message
         .referenced_message
         .as_ref()
-        .is_some_and(|replied| replied.author.id.get() == bot_id);
+        .is_some_and(|replied| replied.author.id == bot_id);
     let mentions_bot = match place {
         Place::Direct { .. } => true,
         _ => mentioned || replied_to_bot || place.listed_in(respond_in),
@@ -166,20 +144,20 @@ pub fn inbound(message: &Message, place: Place, bot_id: u64, respond_in: &HashSe
         .as_ref()
         .and_then(|member| member.nick.clone())
         .or_else(|| message.author.global_name.clone())
-        .unwrap_or_else(|| message.author.name.clone());
+        .unwrap_or_else(|| message.author.username.clone());
     Some(InboundMessage {
         conversation: place.conversation(),
         sender: Sender {
-            id: ActorId::on(&ChannelName::new(CHANNEL), message.author.id.get()),
+            id: ActorId::on(&ChannelName::new(CHANNEL), message.author.id),
             display_name,
         },
         text,
-        platform_message_id: message.id.get().to_string(),
+        platform_message_id: message.id.to_string(),
         reply_to: message
             .message_reference
             .as_ref()
             .and_then(|reference| reference.message_id)
-            .map(|id| id.get().to_string()),
+            .map(|id| id.to_string()),
         mentions_bot,
         received_at: received_at(message),
         attachments,

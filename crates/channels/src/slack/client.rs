@@ -19,7 +19,7 @@ use slack_morphism::api::{
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::hyper_tokio::SlackClientHyperConnector;
 use slack_morphism::{SlackApiToken, SlackApiTokenValue, SlackChannelId, SlackClient, SlackTs, SlackUserId};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::config::SlackConfig;
 use super::payload::{self, BotIdentity};
@@ -29,26 +29,6 @@ use crate::outbound::{FileUploads, PlatformSender};
 
 pub(super) type Connector = SlackClientHyperConnector<HttpsConnector<HttpConnector>>;
 pub(super) type Client = SlackClient<Connector>;
-
-/// TLS on rustls with ring and the system's root certificates, for the Web
-/// API and the Socket Mode WebSocket alike.
-fn tls_config() -> rustls::ClientConfig {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    let found = rustls_native_certs::load_native_certs();
-    let (added, _) = roots.add_parsable_certificates(found.certs);
-    if added == 0 {
-        warn!(
-            errors = found.errors.len(),
-            "no system root certificates; TLS to Slack will fail"
-        );
-    }
-    rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth()
-}
 
 /// An HTTPS (and, for a local `api_url`, plain HTTP) connector.
 fn connector(api_url: &str, tls: &rustls::ClientConfig) -> Connector {
@@ -107,7 +87,7 @@ const MAX_CACHED_NAMES: usize = 10_000;
 
 impl SlackApi {
     pub fn new(config: &SlackConfig) -> Self {
-        let tls = Arc::new(tls_config());
+        let tls = crate::tls::client_config("Slack");
         Self {
             client: Arc::new(SlackClient::new(connector(&config.api_url, &tls))),
             tls,

@@ -86,6 +86,12 @@ impl FakeDiscord {
         self.shared.lock().heartbeats
     }
 
+    /// Stops (`false`) or resumes acknowledging heartbeats: the gateway
+    /// side of a connection that is open but no longer carries anything.
+    pub fn answer_heartbeats(&self, answer: bool) {
+        self.shared.lock().heartbeats_unanswered = !answer;
+    }
+
     /// How many RESUMEs succeeded.
     pub fn resumes(&self) -> usize {
         self.shared.lock().resumes

@@ -143,8 +143,11 @@ fn handle_frame(
     };
     match (op, &*stage) {
         (wire::OP_HEARTBEAT, _) => {
-            shared.lock().heartbeats += 1;
-            let _ = tx.send(Outgoing::Frame(wire::heartbeat_ack().to_string()));
+            let mut state = shared.lock();
+            state.heartbeats += 1;
+            if !state.heartbeats_unanswered {
+                let _ = tx.send(Outgoing::Frame(wire::heartbeat_ack().to_string()));
+            }
         }
         (wire::OP_IDENTIFY, Stage::Hello) => {
             if let Some(session_id) = identify(shared, tx, connection_id, &payload["d"]) {

@@ -1,6 +1,7 @@
 //! A fake Discord on 127.0.0.1: the REST API under `/api/v10` and the
-//! gateway websocket, so Herald's Discord adapter (serenity) runs against it
-//! unchanged apart from its base URL.
+//! gateway websocket, so Herald's Discord adapter (REST requests built by
+//! serenity, its own gateway client) runs against it unchanged apart from
+//! its base URL.
 //!
 //! The world is small and fixed: one bot user, two people (an admin and a
 //! stranger), one guild with a text channel and a public thread in it, and a
@@ -111,6 +112,9 @@ struct State {
     requests: Vec<RestRequest>,
     identifies: Vec<Identify>,
     heartbeats: usize,
+    /// Heartbeats go unanswered while this is set, as on a connection that
+    /// died half-way (a "zombie").
+    heartbeats_unanswered: bool,
     resumes: usize,
     buckets: Buckets,
     message_rule: BucketRule,
@@ -321,6 +325,7 @@ impl FakeDiscord {
             requests: Vec::new(),
             identifies: Vec::new(),
             heartbeats: 0,
+            heartbeats_unanswered: false,
             resumes: 0,
             buckets: Buckets::new(50),
             message_rule: BucketRule {

@@ -1,0 +1,282 @@
+//! The Discord adapter's gateway connection against the fake Discord
+//! (REST API and gateway WebSocket), with a sink that records what it is
+//! handed: identify, heartbeats, resumes after a lost connection or a
+//! RECONNECT, a store that stalls, and the close codes that mean a setting
+//! is wrong.
+
+#![cfg(feature = "discord")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_channels::discord::{self, DiscordConfig};
+use herald_core::{ChannelError, ConversationKind, InboundSink};
+use herald_testkit::FakePlatform;
+use herald_testkit::discord::FakeDiscord;
+use tokio_util::sync::CancellationToken;
+
+mod common;
+use common::{Recorder, WAIT, local_limiter};
+
+/// GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT.
+const INTENTS: u64 = (1 << 9) | (1 << 12) | (1 << 15);
+
+struct Running {
+    sink: Arc<Recorder>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), ChannelError>>,
+}
+
+impl Running {
+    async fn stop(self) -> Result<(), ChannelError> {
+        self.shutdown.cancel();
+        self.task.await.expect("the ingress task ends")
+    }
+
+    /// What the channel ended with by itself.
+    async fn ended(self) -> Result<(), ChannelError> {
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("the channel gives up")
+            .expect("the ingress task ends")
+    }
+
+    fn texts(&self) -> Vec<String> {
+        self.sink.messages().into_iter().map(|m| m.text).collect()
+    }
+}
+
+fn start(fake: &FakeDiscord) -> Running {
+    start_with(&fake.channel_yaml())
+}
+
+/// With `channels.discord` written as `yaml` (indented as the fake writes it).
+fn start_with(yaml: &str) -> Running {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let yaml = yaml.replace("\n    ", "\n");
+    let config: DiscordConfig = serde_yaml::from_str(yaml.trim_start()).expect("config parses");
+    let parts = discord::build(&config, local_limiter()).expect("the channel builds");
+    let sink = Arc::new(Recorder::default());
+    let shutdown = CancellationToken::new();
+    let (task_sink, task_shutdown) = (sink.clone() as Arc<dyn InboundSink>, shutdown.clone());
+    let ingress = parts.ingress.clone();
+    let task = tokio::spawn(async move { ingress.run(task_sink, task_shutdown).await });
+    Running { sink, shutdown, task }
+}
+
+async fn online(fake: &FakeDiscord) {
+    assert!(fake.wait_for_sessions(1, WAIT).await, "Herald opens a gateway session");
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let waited = tokio::time::timeout(WAIT, async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn the_gateway_session_identifies_heartbeats_and_hands_over_what_is_for_herald_in_order() {
+    let fake = FakeDiscord::start().await;
+    fake.set_heartbeat_interval(Duration::from_millis(50));
+    let running = start(&fake);
+    online(&fake).await;
+    let identifies = fake.identifies();
+    assert_eq!(identifies.len(), 1);
+    assert_eq!(identifies[0].intents, INTENTS);
+    assert_eq!(identifies[0].token, fake.token(), "the bare token, without `Bot `");
+
+    let (admin, stranger, group) = (fake.admin(), fake.stranger(), fake.group());
+    fake.send_dm(&admin, "hello there").await;
+    fake.send_group(&stranger, &group, "not for you", false).await;
+    fake.send_group(&stranger, &group, "what's the time?", true).await;
+    fake.send_own_message(&group, "the bot's own words").await;
+    fake.send_dm(&admin, "and one more").await;
+    let messages = running.sink.wait_for(4).await;
+    let texts: Vec<&str> = messages.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["hello there", "not for you", "what's the time?", "and one more"]
+    );
+    assert_eq!(messages[0].conversation.kind, ConversationKind::Direct);
+    assert_eq!(messages[0].sender.id.as_str(), format!("discord:{}", admin.id));
+    assert!(!messages[1].mentions_bot);
+    assert!(messages[2].mentions_bot);
+    assert_eq!(
+        messages[2].conversation.thread, group.thread,
+        "the thread is its own conversation"
+    );
+    until("heartbeats", || fake.heartbeats() >= 3).await;
+    assert_eq!(fake.resumes(), 0);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lost_connection_resumes_and_what_it_missed_arrives_once_in_order() {
+    let fake = FakeDiscord::start().await;
+    let running = start(&fake);
+    online(&fake).await;
+    let admin = fake.admin();
+    fake.send_dm(&admin, "before").await;
+    running.sink.wait_for(1).await;
+
+    fake.close_connections(4000);
+    // Written while the connection is down: the session's replay brings
+    // them, after which the rest arrives live.
+    for n in 0..5 {
+        fake.send_dm(&admin, &format!("meanwhile {n}")).await;
+    }
+    fake.send_dm(&admin, "after").await;
+    running.sink.wait_for(7).await;
+    until("the resume to be counted", || fake.resumes() == 1).await;
+    assert_eq!(
+        running.texts(),
+        [
+            "before",
+            "meanwhile 0",
+            "meanwhile 1",
+            "meanwhile 2",
+            "meanwhile 3",
+            "meanwhile 4",
+            "after"
+        ]
+    );
+    assert_eq!(
+        running.sink.calls.load(std::sync::atomic::Ordering::SeqCst),
+        7,
+        "nothing handed over twice"
+    );
+    assert_eq!(fake.identifies().len(), 1, "the session was resumed, not opened anew");
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn reconnect_asked_by_the_gateway_resumes_the_session() {
+    let fake = FakeDiscord::start().await;
+    let running = start(&fake);
+    online(&fake).await;
+    let admin = fake.admin();
+    fake.send_dm(&admin, "one").await;
+    running.sink.wait_for(1).await;
+    fake.request_reconnect();
+    until("the resume", || fake.resumes() == 1).await;
+    fake.send_dm(&admin, "two").await;
+    running.sink.wait_for(2).await;
+    assert_eq!(running.texts(), ["one", "two"]);
+    assert_eq!(fake.identifies().len(), 1);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_connection_whose_heartbeats_go_unanswered_is_replaced_and_the_session_resumed() {
+    let fake = FakeDiscord::start().await;
+    fake.set_heartbeat_interval(Duration::from_millis(50));
+    let running = start(&fake);
+    online(&fake).await;
+    let admin = fake.admin();
+    fake.send_dm(&admin, "one").await;
+    running.sink.wait_for(1).await;
+    fake.answer_heartbeats(false);
+    until("a resume after the silent heartbeats", || fake.resumes() >= 1).await;
+    fake.answer_heartbeats(true);
+    fake.send_dm(&admin, "two").await;
+    running.sink.wait_for(2).await;
+    assert_eq!(running.texts(), ["one", "two"]);
+    assert_eq!(fake.identifies().len(), 1, "resumed, not opened anew");
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stalled_store_keeps_the_session_alive_and_then_takes_the_burst_together() {
+    let fake = FakeDiscord::start().await;
+    fake.set_heartbeat_interval(Duration::from_millis(50));
+    let running = start(&fake);
+    online(&fake).await;
+    let admin = fake.admin();
+    fake.send_dm(&admin, "first").await;
+    running.sink.wait_for(1).await;
+
+    let stalled = running.sink.gate.write().await;
+    let mut sent = vec!["first".to_owned()];
+    for n in 0..12 {
+        let text = format!("burst {n}");
+        fake.send_dm(&admin, &text).await;
+        sent.push(text);
+    }
+    let beats = fake.heartbeats();
+    until("heartbeats while the store is stalled", || {
+        fake.heartbeats() >= beats + 3
+    })
+    .await;
+    assert_eq!(
+        running.sink.messages().len(),
+        1,
+        "nothing is taken while the store is stalled"
+    );
+    drop(stalled);
+    running.sink.wait_for(sent.len()).await;
+    assert_eq!(running.texts(), sent, "in the gateway's order");
+    let batches = running.sink.batches.lock().unwrap().clone();
+    assert!(
+        batches.iter().any(|&n| n > 1),
+        "what arrived while the store was stalled is handed over together: {batches:?}"
+    );
+    assert_eq!(fake.resumes(), 0, "the connection was never lost");
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_intent_or_token_ends_the_channel_with_the_setting_to_fix() {
+    let fake = FakeDiscord::start().await;
+    fake.allow_message_content(false);
+    let running = start(&fake);
+    let Err(ChannelError::Fatal(reason)) = running.ended().await else {
+        panic!("a disallowed intent is fatal");
+    };
+    assert!(
+        reason.contains("MESSAGE CONTENT") && reason.contains("developer portal"),
+        "{reason}"
+    );
+    assert_eq!(fake.identifies().len(), 1, "identified once, not again and again");
+
+    // The gateway refusing the token on a live connection (Discord's 4004).
+    let fake = FakeDiscord::start().await;
+    let running = start(&fake);
+    online(&fake).await;
+    fake.close_connections(4004);
+    let Err(ChannelError::Fatal(reason)) = running.ended().await else {
+        panic!("4004 is fatal");
+    };
+    assert!(reason.contains("channels.discord.token"), "{reason}");
+
+    // A token REST refuses never reaches the gateway.
+    let fake = FakeDiscord::start().await;
+    let running = start_with(&fake.channel_yaml().replace(&fake.token(), "another-token"));
+    let ended = running.ended().await;
+    assert!(
+        matches!(&ended, Err(ChannelError::Fatal(reason)) if reason.contains("channels.discord.token")),
+        "{ended:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_session_the_gateway_no_longer_knows_is_opened_anew() {
+    let fake = FakeDiscord::start().await;
+    let running = start(&fake);
+    online(&fake).await;
+    let admin = fake.admin();
+    fake.send_dm(&admin, "one").await;
+    running.sink.wait_for(1).await;
+    // 4009 (session timed out): resuming is pointless, Herald identifies.
+    fake.close_connections(4009);
+    until("a second IDENTIFY", || fake.identifies().len() == 2).await;
+    online(&fake).await;
+    fake.send_dm(&admin, "two").await;
+    running.sink.wait_for(2).await;
+    assert_eq!(running.texts(), ["one", "two"]);
+    assert_eq!(fake.resumes(), 0);
+    running.stop().await.unwrap();
+}
