@@ -280,3 +280,23 @@ async fn a_session_the_gateway_no_longer_knows_is_opened_anew() {
     assert_eq!(fake.resumes(), 0);
     running.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_resume_the_gateway_refuses_is_followed_by_a_new_session() {
+    let fake = FakeDiscord::start().await;
+    let running = start(&fake);
+    online(&fake).await;
+    let admin = fake.admin();
+    fake.send_dm(&admin, "one").await;
+    running.sink.wait_for(1).await;
+    // The session is gone on Discord's side: the RESUME gets op 9 (false),
+    // and after the one to five seconds Discord asks for, a new IDENTIFY.
+    fake.expire_sessions();
+    until("a second IDENTIFY", || fake.identifies().len() == 2).await;
+    online(&fake).await;
+    fake.send_dm(&admin, "two").await;
+    running.sink.wait_for(2).await;
+    assert_eq!(running.texts(), ["one", "two"]);
+    assert_eq!(fake.resumes(), 0, "the refused RESUME is not counted");
+    running.stop().await.unwrap();
+}

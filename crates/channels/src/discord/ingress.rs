@@ -226,7 +226,9 @@ impl DiscordIngress {
                 // before a heartbeat falls due.
                 message = socket.next() => message,
                 () = tokio::time::sleep_until(next_beat) => {
-                    next_beat += heartbeat.interval;
+                    // From now, not from when it was due: a late beat does
+                    // not bring the next ones closer together.
+                    next_beat = Instant::now() + heartbeat.interval;
                     if heartbeat.due() == Beat::Zombie {
                         return Some(End::Lost("the discord gateway did not acknowledge a heartbeat".into()));
                     }
@@ -264,7 +266,7 @@ impl DiscordIngress {
                         tokio::select! {
                             stored = &mut handing => break stored,
                             () = tokio::time::sleep_until(next_beat) => {
-                                next_beat += heartbeat.interval;
+                                next_beat = Instant::now() + heartbeat.interval;
                                 heartbeat.due();
                                 let beat = gateway::heartbeat(state.session.seq);
                                 if let Err(err) = socket.send(WsMessage::text(beat)).await {

@@ -126,6 +126,20 @@ impl FakeDiscord {
         }
     }
 
+    /// Forgets every session and closes its connection with 4000, as
+    /// Discord does with a session it has dropped: a RESUME of it is then
+    /// answered with op 9 INVALID_SESSION (`false`).
+    pub fn expire_sessions(&self) {
+        let mut state = self.shared.lock();
+        for (_, session) in state.sessions.drain() {
+            if let Some((_, connection)) = &session.connection {
+                let _ = connection.send(Outgoing::Close(4000, "closed by the test"));
+            }
+        }
+        drop(state);
+        self.shared.publish_online();
+    }
+
     /// Sends op 7 RECONNECT to every live connection.
     pub fn request_reconnect(&self) {
         let state = self.shared.lock();
