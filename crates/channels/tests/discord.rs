@@ -64,6 +64,15 @@ fn start_with(yaml: &str) -> Running {
     Running { sink, shutdown, task }
 }
 
+/// Herald connected, with `first` (a DM from the admin) handed over.
+async fn answering(fake: &FakeDiscord, first: &str) -> Running {
+    let running = start(fake);
+    online(fake).await;
+    fake.send_dm(&fake.admin(), first).await;
+    running.sink.wait_for(1).await;
+    running
+}
+
 async fn online(fake: &FakeDiscord) {
     assert!(fake.wait_for_sessions(1, WAIT).await, "Herald opens a gateway session");
 }
@@ -117,11 +126,8 @@ async fn the_gateway_session_identifies_heartbeats_and_hands_over_what_is_for_he
 #[tokio::test]
 async fn a_lost_connection_resumes_and_what_it_missed_arrives_once_in_order() {
     let fake = FakeDiscord::start().await;
-    let running = start(&fake);
-    online(&fake).await;
+    let running = answering(&fake, "before").await;
     let admin = fake.admin();
-    fake.send_dm(&admin, "before").await;
-    running.sink.wait_for(1).await;
 
     fake.close_connections(4000);
     // Written while the connection is down: the session's replay brings
@@ -156,11 +162,8 @@ async fn a_lost_connection_resumes_and_what_it_missed_arrives_once_in_order() {
 #[tokio::test]
 async fn reconnect_asked_by_the_gateway_resumes_the_session() {
     let fake = FakeDiscord::start().await;
-    let running = start(&fake);
-    online(&fake).await;
+    let running = answering(&fake, "one").await;
     let admin = fake.admin();
-    fake.send_dm(&admin, "one").await;
-    running.sink.wait_for(1).await;
     fake.request_reconnect();
     until("the resume", || fake.resumes() == 1).await;
     fake.send_dm(&admin, "two").await;
@@ -174,11 +177,8 @@ async fn reconnect_asked_by_the_gateway_resumes_the_session() {
 async fn a_connection_whose_heartbeats_go_unanswered_is_replaced_and_the_session_resumed() {
     let fake = FakeDiscord::start().await;
     fake.set_heartbeat_interval(Duration::from_millis(50));
-    let running = start(&fake);
-    online(&fake).await;
+    let running = answering(&fake, "one").await;
     let admin = fake.admin();
-    fake.send_dm(&admin, "one").await;
-    running.sink.wait_for(1).await;
     fake.answer_heartbeats(false);
     until("a resume after the silent heartbeats", || fake.resumes() >= 1).await;
     fake.answer_heartbeats(true);
@@ -193,11 +193,8 @@ async fn a_connection_whose_heartbeats_go_unanswered_is_replaced_and_the_session
 async fn a_stalled_store_keeps_the_session_alive_and_then_takes_the_burst_together() {
     let fake = FakeDiscord::start().await;
     fake.set_heartbeat_interval(Duration::from_millis(50));
-    let running = start(&fake);
-    online(&fake).await;
+    let running = answering(&fake, "first").await;
     let admin = fake.admin();
-    fake.send_dm(&admin, "first").await;
-    running.sink.wait_for(1).await;
 
     let stalled = running.sink.gate.write().await;
     let mut sent = vec!["first".to_owned()];
@@ -265,11 +262,8 @@ async fn a_refused_intent_or_token_ends_the_channel_with_the_setting_to_fix() {
 #[tokio::test]
 async fn a_session_the_gateway_no_longer_knows_is_opened_anew() {
     let fake = FakeDiscord::start().await;
-    let running = start(&fake);
-    online(&fake).await;
+    let running = answering(&fake, "one").await;
     let admin = fake.admin();
-    fake.send_dm(&admin, "one").await;
-    running.sink.wait_for(1).await;
     // 4009 (session timed out): resuming is pointless, Herald identifies.
     fake.close_connections(4009);
     until("a second IDENTIFY", || fake.identifies().len() == 2).await;
@@ -284,11 +278,8 @@ async fn a_session_the_gateway_no_longer_knows_is_opened_anew() {
 #[tokio::test]
 async fn a_resume_the_gateway_refuses_is_followed_by_a_new_session() {
     let fake = FakeDiscord::start().await;
-    let running = start(&fake);
-    online(&fake).await;
+    let running = answering(&fake, "one").await;
     let admin = fake.admin();
-    fake.send_dm(&admin, "one").await;
-    running.sink.wait_for(1).await;
     // The session is gone on Discord's side: the RESUME gets op 9 (false),
     // and after the one to five seconds Discord asks for, a new IDENTIFY.
     fake.expire_sessions();
