@@ -148,10 +148,7 @@ pub async fn serve(
         .with_state(Observed { storage, status, clock });
     info!(%listen, "serving /metrics, /healthz and /readyz");
     Ok(tokio::spawn(async move {
-        if let Err(err) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
-        {
+        if let Err(err) = herald_net::serve(listener, app, herald_net::PublicLimits::PROBES, shutdown).await {
             warn!(error = %err, "the observability endpoint stopped");
         }
     }))

@@ -5,6 +5,7 @@
 //! refuses what the real service refuses. A fake that accepts more than the
 //! real thing hides bugs instead of finding them.
 //!
+//! - [`attack`]: hostile clients of Herald's public endpoints (trickled bodies).
 //! - [`discord`]: a fake Discord REST API and gateway websocket.
 //! - [`faults`]: server errors and dropped connections a fake answers with.
 //! - [`mailserver`]: real Dovecot and Postfix on 127.0.0.1, for email.
@@ -14,6 +15,7 @@
 //! - [`slack`]: a fake Slack Web API, Socket Mode server and Events API pusher.
 //! - [`telegram`]: a fake Telegram Bot API (long polling and webhooks).
 
+pub mod attack;
 pub mod discord;
 pub mod faults;
 pub mod mailserver;

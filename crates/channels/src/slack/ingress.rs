@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -204,8 +203,7 @@ impl SlackIngress {
             .route(&self.events_path, post(events_endpoint))
             .with_state(state);
         info!(listen = %self.listen, path = %self.events_path, "receiving Slack events by the Events API");
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
+        herald_net::serve(listener, app, herald_net::PublicLimits::WEBHOOK, shutdown)
             .await
             .map_err(|err| ChannelError::Transient(format!("events endpoint stopped: {err}")))
     }
@@ -263,16 +261,30 @@ struct Endpoint {
     secret: SecretString,
 }
 
-async fn events_endpoint(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, body: Bytes) -> Response {
+/// One Events API request. What its headers can prove (a signature of the
+/// right form, a fresh timestamp) is checked before its body is read; the
+/// signature itself, over the body, after.
+async fn events_endpoint(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers: &HeaderMap = &parts.headers;
     let header_text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let now = chrono::Utc::now().timestamp();
-    if let Err(err) = signature::verify(
-        endpoint.secret.expose_secret(),
+    let (timestamp, claimed) = (
         header_text("x-slack-request-timestamp"),
         header_text("x-slack-signature"),
-        &body,
-        now,
-    ) {
+    );
+    if let Err(err) = signature::plausible(timestamp, claimed, now) {
+        warn!(error = %err, "refused an Events API request before reading it");
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let body = match herald_net::read_body(&parts.extensions, body).await {
+        Ok(body) => body,
+        Err(err) => {
+            warn!(error = %err, "an Events API request's body was not read");
+            return err.into_response();
+        }
+    };
+    if let Err(err) = signature::verify(endpoint.secret.expose_secret(), timestamp, claimed, &body, now) {
         warn!(error = %err, "refused an Events API request");
         return StatusCode::UNAUTHORIZED.into_response();
     }

@@ -8,15 +8,16 @@
 //! comes again and is recognised by its dedup key.
 //!
 //! A webhook answers Telegram 200 only after the sink accepted the update;
-//! any other answer makes Telegram send it again.
+//! any other answer makes Telegram send it again. It runs on Herald's
+//! bounded public server ([`herald_net::serve`]) and reads a body only
+//! after the request's secret header matched.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use herald_core::{ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundSink, RetryClass, StoreError};
 use secrecy::{ExposeSecret, SecretString};
 use teloxide::types::{AllowedUpdate, Update};
@@ -270,8 +271,7 @@ impl TelegramIngress {
         let app = axum::Router::new()
             .route(&path, axum::routing::post(receive))
             .with_state(state);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
+        herald_net::serve(listener, app, herald_net::PublicLimits::WEBHOOK, shutdown)
             .await
             .map_err(|err| ChannelError::Transient(format!("the webhook server stopped: {err}")))
     }
@@ -290,8 +290,12 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
     given.len() == expected.len() && given.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
-async fn receive(State(state): State<Arc<WebhookState>>, headers: HeaderMap, body: Bytes) -> StatusCode {
-    let given = headers
+/// One pushed update. The secret header is checked before a byte of the
+/// body is read, so a stranger's request costs its headers.
+async fn receive(State(state): State<Arc<WebhookState>>, request: Request) -> StatusCode {
+    let (parts, body) = request.into_parts();
+    let given = parts
+        .headers
         .get("x-telegram-bot-api-secret-token")
         .map(|value| value.as_bytes())
         .unwrap_or_default();
@@ -299,6 +303,13 @@ async fn receive(State(state): State<Arc<WebhookState>>, headers: HeaderMap, bod
         warn!("webhook request without the right secret token refused");
         return StatusCode::UNAUTHORIZED;
     }
+    let body = match herald_net::read_body(&parts.extensions, body).await {
+        Ok(body) => body,
+        Err(err) => {
+            warn!(error = %err, "webhook body not read");
+            return err.status();
+        }
+    };
     let update: Update = match serde_json::from_slice(&body) {
         Ok(update) => update,
         Err(err) => {

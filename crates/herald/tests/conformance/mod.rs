@@ -265,6 +265,10 @@ impl<P: FakePlatform> Setup<P> {
 }
 
 impl Running {
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("herald is running")
+    }
+
     /// The most memory the process has held so far (`VmHWM`), in bytes.
     pub fn peak_memory(&self) -> u64 {
         let pid = self.child.id().expect("herald is running");
