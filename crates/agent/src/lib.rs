@@ -11,7 +11,7 @@ pub mod prompt;
 pub mod turn;
 pub mod worker;
 
-pub use attachments::{AttachmentPromptConfig, AttachmentReader, PreparedInput};
+pub use attachments::{AttachmentPromptConfig, AttachmentReader, PreparedInput, file_reader_entry};
 pub use config::{AgentConfig, ContextWindow, TurnLimits};
 pub use prompt::{PromptAccounting, TurnAttachments, assemble_prompt};
 pub use turn::{TurnError, TurnOutcome, TurnRequest, run_turn};

@@ -7,6 +7,11 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = herald_skills::script_supervisor_entry() {
         return code;
     }
+    // It is also the reader a sender's files are decoded in, out of the
+    // gateway's memory (`herald __herald-read-file …`).
+    if let Some(code) = herald_agent::file_reader_entry() {
+        return code;
+    }
     herald::memory::limit_allocator_arenas();
     herald::main()
 }

@@ -1,6 +1,7 @@
 //! Small PDFs written by hand for tests: a one-page document with a text
-//! object, and a decompression bomb (a Flate stream of many MiB of zeros,
-//! a few KiB on the wire).
+//! object, a decompression bomb (a Flate stream of many MiB of zeros, a few
+//! KiB on the wire), and a document of millions of tiny objects (nothing
+//! compressed, each a few bytes on the wire and many in a parser's memory).
 
 use std::io::Write;
 
@@ -25,6 +26,24 @@ pub fn pdf_with_content(content: &[u8], flate: bool) -> Vec<u8> {
 /// A one-page PDF whose content stream is `stream`, encoded as `filter`
 /// says (` /Filter /FlateDecode`, or nothing).
 fn pdf_with_stream(stream: &[u8], filter: &str) -> Vec<u8> {
+    pdf_with_objects(stream, filter, Vec::new())
+}
+
+/// A one-page PDF that says `text`, with one more object: an array of
+/// `zeros` zeros, two bytes each on the wire (ten million make 20 MB).
+pub fn many_objects_pdf(text: &str, zeros: usize) -> Vec<u8> {
+    let mut array = Vec::with_capacity(zeros * 2 + 2);
+    array.push(b'[');
+    for _ in 0..zeros {
+        array.extend_from_slice(b"0 ");
+    }
+    array.push(b']');
+    let content = format!("BT /F1 12 Tf 72 700 Td ({text}) Tj ET");
+    pdf_with_objects(content.as_bytes(), "", vec![array])
+}
+
+/// [`pdf_with_stream`] with `extra` objects after the five of the page.
+fn pdf_with_objects(stream: &[u8], filter: &str, extra: Vec<Vec<u8>>) -> Vec<u8> {
     let mut objects: Vec<Vec<u8>> = vec![
         b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
@@ -37,6 +56,7 @@ fn pdf_with_stream(stream: &[u8], filter: &str) -> Vec<u8> {
     content_object.extend_from_slice(b"\nendstream");
     objects.push(content_object);
     objects.push(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".to_vec());
+    objects.extend(extra);
     let mut pdf = b"%PDF-1.4\n".to_vec();
     let mut offsets = Vec::new();
     for (index, object) in objects.iter().enumerate() {

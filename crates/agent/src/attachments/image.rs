@@ -1,6 +1,8 @@
 //! An image for the model: decoded under limits (a small file that claims
 //! enormous dimensions is refused before anything is allocated for it),
-//! downscaled to `image_max_side`, and encoded as a JPEG `data:` URL.
+//! downscaled to `image_max_side`, and encoded as a JPEG `data:` URL. The
+//! decoding runs in a reader process ([`super::sandbox`]), so its pixels
+//! never count against Herald's own memory, however many arrive at once.
 
 use std::io::Cursor;
 
@@ -8,12 +10,28 @@ use base64::Engine as _;
 use herald_core::ImagePart;
 use image::{ImageReader, Limits};
 
+use super::sandbox::{Answer, Job, Slot};
+
 /// Pixels an image may have before Herald refuses to decode it: 40
 /// megapixels, more than any phone camera, far less than a decompression
 /// bomb asks for.
 pub const MAX_PIXELS: u64 = 40_000_000;
 
-/// The image as a part for the model, or why it cannot be one.
+/// How long an image may take to be read.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The image as a part for the model, or why it cannot be one, read in a
+/// reader process.
+pub async fn read_part(reader: Slot, bytes: Vec<u8>, max_side: u32) -> Result<ImagePart, String> {
+    match reader.run(Job::Image { max_side }, bytes, READ_TIMEOUT).await? {
+        Answer::Image { data_url } => Ok(ImagePart { data_url }),
+        Answer::Refused(why) => Err(why),
+        Answer::PdfText(_) => Err("its reader gave no answer".to_owned()),
+    }
+}
+
+/// The image as a part for the model, or why it cannot be one, on the
+/// calling thread. Blocking.
 pub fn to_part(bytes: &[u8], max_side: u32) -> Result<ImagePart, String> {
     let reader = || {
         ImageReader::new(Cursor::new(bytes))

@@ -17,6 +17,9 @@
 
 mod image;
 mod pdf;
+mod sandbox;
+
+pub use sandbox::file_reader_entry;
 
 use std::sync::Arc;
 
@@ -174,6 +177,26 @@ impl AttachmentReader {
                 .unwrap_or_else(|| "it was not downloaded".into());
             return reference(attachment, &format!("not available to you: {why}"));
         };
+        let content_type = file.content_type.as_str();
+        // What needs no bytes is decided first; a file for a reader process
+        // waits for a reader before its bytes are read from the store, so
+        // files queued for readers do not pile up in memory.
+        let reader = if content_type.starts_with("image/") {
+            if !self.vision {
+                return reference(attachment, "an image; this model is not sent images (llm.vision)");
+            }
+            if prepared.images.len() >= self.config.max_images {
+                return reference(attachment, "an image beyond the images sent per message");
+            }
+            Some(sandbox::slot().await)
+        } else if content_type == "application/pdf" {
+            if *document_room == 0 {
+                return reference(attachment, ROOM_USED_UP);
+            }
+            Some(sandbox::slot().await)
+        } else {
+            None
+        };
         let bytes = match self.files.get(&file.sha256).await {
             Ok(Some(bytes)) => bytes,
             Ok(None) => return reference(attachment, "no longer stored (past attachments.retention)"),
@@ -182,20 +205,17 @@ impl AttachmentReader {
                 return reference(attachment, "could not be read from storage just now");
             }
         };
-        let content_type = file.content_type.as_str();
-        if content_type.starts_with("image/") {
-            if !self.vision {
-                return reference(attachment, "an image; this model is not sent images (llm.vision)");
-            }
-            if prepared.images.len() >= self.config.max_images {
-                return reference(attachment, "an image beyond the images sent per message");
-            }
-            return match image::to_part(&bytes, self.config.image_max_side) {
-                Ok(part) => {
-                    prepared.images.push(part);
-                    reference(attachment, "shown to you as an image")
+        if let Some(slot) = reader {
+            return if content_type == "application/pdf" {
+                self.read_pdf(attachment, slot, bytes, prepared, document_room).await
+            } else {
+                match image::read_part(slot, bytes, self.config.image_max_side).await {
+                    Ok(part) => {
+                        prepared.images.push(part);
+                        reference(attachment, "shown to you as an image")
+                    }
+                    Err(why) => reference(attachment, &format!("an image Herald refused: {why}")),
                 }
-                Err(why) => reference(attachment, &format!("an image Herald refused: {why}")),
             };
         }
         if content_type.starts_with("audio/") {
@@ -207,29 +227,34 @@ impl AttachmentReader {
             let text = String::from_utf8_lossy(&bytes);
             return include_document(attachment, &text, "", prepared, document_room);
         }
-        if content_type == "application/pdf" {
-            if *document_room == 0 {
-                return reference(attachment, ROOM_USED_UP);
-            }
-            return match pdf::read_text(bytes, *document_room).await {
-                Ok(read) if read.text.trim().is_empty() => {
-                    reference(attachment, "a PDF without a text layer (scanned, or images only)")
-                }
-                Ok(read) => {
-                    let pages = if read.pages_read < read.pages {
-                        format!(
-                            " (of its {} pages, the first {} were read)",
-                            read.pages, read.pages_read
-                        )
-                    } else {
-                        String::new()
-                    };
-                    include_document(attachment, read.text.trim(), &pages, prepared, document_room)
-                }
-                Err(why) => reference(attachment, &format!("a PDF Herald did not read: {why}")),
-            };
-        }
         reference(attachment, "a file Herald cannot read")
+    }
+
+    async fn read_pdf(
+        &self,
+        attachment: &Attachment,
+        slot: sandbox::Slot,
+        bytes: Vec<u8>,
+        prepared: &mut PreparedInput,
+        document_room: &mut usize,
+    ) -> String {
+        match pdf::read_text(slot, bytes, *document_room).await {
+            Ok(read) if read.text.trim().is_empty() => {
+                reference(attachment, "a PDF without a text layer (scanned, or images only)")
+            }
+            Ok(read) => {
+                let pages = if read.pages_read < read.pages {
+                    format!(
+                        " (of its {} pages, the first {} were read)",
+                        read.pages, read.pages_read
+                    )
+                } else {
+                    String::new()
+                };
+                include_document(attachment, read.text.trim(), &pages, prepared, document_room)
+            }
+            Err(why) => reference(attachment, &format!("a PDF Herald did not read: {why}")),
+        }
     }
 
     async fn transcribe(

@@ -1,5 +1,5 @@
 //! A PDF's text layer, read with `lopdf` (default features off: no rayon,
-//! no clock), off the async runtime and within bounds.
+//! no clock), out of Herald's process and within bounds.
 //!
 //! A PDF is a sender's file, so it is read as hostile:
 //! - before it is parsed, every compressed stream is inflated into nothing,
@@ -10,13 +10,16 @@
 //!   filters the pre-scan does not count as well;
 //! - at most [`MAX_PAGES`] pages are read, and reading stops once the text
 //!   fills the room the prompt has for it;
-//! - the whole read has [`READ_TIMEOUT`]; the worker stops waiting then
-//!   (the blocking thread, bounded by the caps above, ends on its own).
+//! - the whole read has [`READ_TIMEOUT`], and runs in a reader process of
+//!   its own with a memory limit ([`super::sandbox`]): a document of many
+//!   small objects, which no pre-scan can weigh, costs that process.
 //!
 //! Scanned PDFs have no text layer: they are described as such.
 
 use std::io::Read;
 use std::time::Duration;
+
+use super::sandbox::{Answer, Job, Slot};
 
 /// What every compressed stream of one PDF may inflate to, together.
 pub(super) const MAX_INFLATED_BYTES: u64 = 32 * 1024 * 1024;
@@ -30,7 +33,7 @@ pub(super) const MAX_PAGES: usize = 200;
 pub(super) const READ_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// What was read of a PDF.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct PdfText {
     pub text: String,
     pub pages_read: usize,
@@ -39,19 +42,15 @@ pub(super) struct PdfText {
 
 /// The text of the PDF `bytes`, at most about `max_chars` characters of
 /// it; or why it could not be read, as a phrase for the model.
-pub(super) async fn read_text(bytes: Vec<u8>, max_chars: usize) -> Result<PdfText, String> {
-    let reading = tokio::task::spawn_blocking(move || read_text_blocking(&bytes, max_chars));
-    match tokio::time::timeout(READ_TIMEOUT, reading).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(_)) => Err("reading it failed".to_owned()),
-        Err(_) => Err(format!(
-            "reading it took longer than {} seconds",
-            READ_TIMEOUT.as_secs()
-        )),
+pub(super) async fn read_text(reader: Slot, bytes: Vec<u8>, max_chars: usize) -> Result<PdfText, String> {
+    match reader.run(Job::PdfText { max_chars }, bytes, READ_TIMEOUT).await? {
+        Answer::PdfText(text) => Ok(text),
+        Answer::Refused(why) => Err(why),
+        Answer::Image { .. } => Err("its reader gave no answer".to_owned()),
     }
 }
 
-/// [`read_text`] on the calling thread. Blocking.
+/// [`read_text`] on the calling thread, unconfined. Blocking.
 pub(super) fn read_text_blocking(bytes: &[u8], max_chars: usize) -> Result<PdfText, String> {
     let inflated = inflated_size(bytes, MAX_INFLATED_BYTES);
     if inflated > MAX_INFLATED_BYTES {
