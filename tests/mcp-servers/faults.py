@@ -2,7 +2,9 @@
 misbehave on purpose, for Herald's end-to-end tests of MCP servers: a call
 that hangs, a result of megabytes, a crash in the middle of a call, a tool
 list that changes, a destructive tool, and a read-only tool that shows
-whether two calls ran at the same time.
+whether two calls ran at the same time. Its annotations say what each tool
+does (Herald's tests trust them, as an operator who configures
+`trust_annotations` would).
 
 Side effects are written to the file named by NOTES_FILE, one line per
 effect, so a test can count how often one really ran; each process started
@@ -19,6 +21,8 @@ from mcp.types import ToolAnnotations
 server = MCPServer("faults", instructions="Tools that misbehave on purpose, for Herald's tests.")
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
+# A side effect that adds and never destroys (MCP's default is destructive).
+ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 arrivals: dict[str, int] = {}
 
 
@@ -33,7 +37,7 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
-@server.tool()
+@server.tool(annotations=ADDITIVE)
 def append_note(text: str, crash_after: bool = False) -> str:
     """Append a line to the notes file (a side effect); crash_after kills the server right after writing."""
     note(text)
@@ -49,7 +53,7 @@ def wipe(target: str) -> str:
     return f"wiped {target}"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def hang() -> str:
     """Never answers."""
     await anyio.sleep(3600)
@@ -77,7 +81,7 @@ async def rendezvous(name: str) -> str:
     return f"{name} waited alone"
 
 
-@server.tool()
+@server.tool(annotations=ADDITIVE)
 async def add_tool(ctx: Context) -> str:
     """Add a tool named fresh and tell the client the tool list changed."""
 

@@ -24,6 +24,7 @@ pub mod retry;
 pub mod schedule;
 pub mod store;
 pub mod task;
+pub mod text;
 pub mod time;
 pub mod tokens;
 pub mod tools;

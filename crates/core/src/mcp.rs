@@ -29,6 +29,10 @@ pub struct McpServerInfo {
     pub eager: bool,
     /// What the connection is doing now, for operators (`running, 12 tools`).
     pub state: String,
+    /// What operators should know about its last tool list: names it listed
+    /// twice (dropped), rules in the configuration that match no tool, a
+    /// list cut at Herald's bound.
+    pub notes: Vec<String>,
 }
 
 /// How a tool may be run, from the server's annotations and the
@@ -76,7 +80,9 @@ pub trait McpServers: Send + Sync {
     fn servers(&self) -> Vec<McpServerInfo>;
 
     /// The tools of `server`, connecting (or reconnecting) first when needed.
-    async fn tools(&self, server: &str) -> Result<Vec<McpTool>, McpError>;
+    /// The caller waits for a listing at most `wait` (the listing goes on);
+    /// a list kept from before is answered at once.
+    async fn tools(&self, server: &str, wait: Duration) -> Result<Vec<McpTool>, McpError>;
 
     /// The tools of `server` known without connecting: `None` when it has
     /// not been reached yet.

@@ -1,18 +1,32 @@
 //! [`McpClient`]: every configured server behind [`McpServers`]. A server
-//! is started (or reached) when first needed, within `startup_timeout`;
-//! its tool list is cached until it says the list changed; a call runs
+//! is started (or reached) when first needed (an eager one when Herald
+//! starts, [`McpClient::warm_up`]), within `startup_timeout`; a call runs
 //! within `call_timeout`.
+//!
+//! Its tool list is listed once for every turn that needs it (one listing
+//! in flight per server, which each caller waits for only as long as it
+//! chose: a turn hardly at all, an explicit activation until it ends), kept
+//! until the server says it changed, and kept after a listing that failed
+//! (the last good list). So a server that hangs or is down costs a turn
+//! nothing: its listing goes on, or waits for its next try, in the
+//! background.
 //!
 //! A server that fails to start, crashes or hangs is reported and dropped
 //! (a stdio server's process group is killed), never taking Herald down.
 //! The next use starts it again: at once after a first failure, then after
 //! a delay doubling from one second to a minute while failures repeat.
+//! What it wrote to stderr goes to the operator's log (stripped of control
+//! characters, its configured secrets hidden), never into an error a chat
+//! or the model sees.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use herald_core::{McpError, McpServerInfo, McpServers, McpTool, ToolOutput};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
@@ -20,7 +34,7 @@ use tokio::time::Instant;
 use crate::config::{McpConfig, ServerConfig};
 use crate::connection::{Connection, StderrTail};
 use crate::output::into_output;
-use crate::tools::map_tools;
+use crate::tools::{Withheld, map_tools};
 
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(60);
 /// Characters of a server's own instructions used as its catalog line.
@@ -44,7 +58,13 @@ struct Server {
     live: tokio::sync::Mutex<Live>,
     seen: Mutex<Seen>,
     stderr: StderrTail,
+    /// Set by any connection when the server says its tool list changed.
+    tools_changed: Arc<AtomicBool>,
+    /// The listing in flight, shared by everyone who asks meanwhile.
+    listing: Mutex<Option<Listing>>,
 }
+
+type Listing = Shared<BoxFuture<'static, Result<Vec<McpTool>, McpError>>>;
 
 #[derive(Default)]
 struct Live {
@@ -57,9 +77,12 @@ struct Live {
 /// What the last contact with the server showed, readable without waiting.
 #[derive(Default)]
 struct Seen {
+    /// The last good list.
     tools: Option<Vec<McpTool>>,
     description: Option<String>,
     state: String,
+    /// What the operator should know about the last listing.
+    notes: Vec<String>,
 }
 
 impl McpClient {
@@ -77,6 +100,8 @@ impl McpClient {
                         ..Seen::default()
                     }),
                     stderr: StderrTail::default(),
+                    tools_changed: Arc::new(AtomicBool::new(false)),
+                    listing: Mutex::new(None),
                 };
                 (name.clone(), Arc::new(server))
             })
@@ -86,6 +111,15 @@ impl McpClient {
 
     pub fn is_empty(&self) -> bool {
         self.servers.is_empty()
+    }
+
+    /// Starts listing every eager server's tools in the background, so the
+    /// first turns find them listed.
+    pub fn warm_up(&self) {
+        for server in self.servers.values().filter(|server| server.config.eager) {
+            // The listing runs in a task of its own; its result is kept.
+            drop(Arc::clone(server).listing());
+        }
     }
 
     /// Stops every server (a stdio server's whole process group).
@@ -130,7 +164,7 @@ impl Server {
         self.set_state("starting".into());
         let opened = tokio::time::timeout(
             self.config.startup_timeout,
-            Connection::open(&self.name, &self.config, &self.stderr),
+            Connection::open(&self.name, &self.config, &self.stderr, Arc::clone(&self.tools_changed)),
         )
         .await;
         let connection = match opened {
@@ -150,32 +184,34 @@ impl Server {
         live.retry_at = None;
         {
             let mut seen = self.seen.lock().expect("seen lock");
-            seen.tools = None;
             seen.description = connection
                 .instructions
                 .as_deref()
-                .map(str::trim)
+                .map(herald_core::text::printable_line)
                 .filter(|text| !text.is_empty())
-                .map(|text| first_sentences(text, SERVER_DESCRIPTION_CHARS))
-                .or_else(|| connection.title.clone());
+                .map(|text| first_sentences(&text, SERVER_DESCRIPTION_CHARS))
+                .or_else(|| connection.title.as_deref().map(herald_core::text::printable_line));
             seen.state = "running".into();
         }
+        // A new connection's list may differ from the last one's.
+        self.tools_changed.store(true, Ordering::SeqCst);
         tracing::info!(server = %self.name, "mcp server connected");
         live.connection = Some(Arc::clone(&connection));
         Ok(connection)
     }
 
-    /// Records a failure, schedules the next try, and says so.
+    /// Records a failure, schedules the next try, and says so: with its
+    /// stderr to the operator's log, without it to whoever asked.
     fn fail(&self, live: &mut Live, reason: String) -> McpError {
         live.failures += 1;
         live.retry_at = Some(Instant::now() + restart_delay(live.failures));
-        let stderr = self.stderr.text();
-        let reason = if stderr.is_empty() {
-            reason
-        } else {
-            format!("{reason} (its stderr: {stderr})")
-        };
-        tracing::warn!(server = %self.name, failures = live.failures, reason = %reason, "mcp server unavailable");
+        tracing::warn!(
+            server = %self.name,
+            failures = live.failures,
+            reason = %reason,
+            stderr = %self.stderr.text(),
+            "mcp server unavailable"
+        );
         metrics::counter!("herald_mcp_server_failures_total").increment(1);
         self.set_state(format!("failed: {reason}"));
         self.unavailable(reason)
@@ -197,37 +233,115 @@ impl Server {
         self.fail(&mut live, reason)
     }
 
-    async fn tools(&self) -> Result<Vec<McpTool>, McpError> {
-        let connection = self.connection().await?;
-        let changed = connection.take_tools_changed();
-        if !changed && let Some(tools) = self.seen.lock().expect("seen lock").tools.clone() {
-            return Ok(tools);
+    /// The tools, waiting at most `wait` for a listing (which goes on after
+    /// the wait): the list kept, unless the server said it changed; else the
+    /// listing in flight or a new one; the last good list when that fails or
+    /// takes longer than `wait`.
+    async fn tools(self: &Arc<Self>, wait: Duration) -> Result<Vec<McpTool>, McpError> {
+        let kept = self.seen.lock().expect("seen lock").tools.clone();
+        if let Some(tools) = &kept
+            && !self.tools_changed.load(Ordering::SeqCst)
+        {
+            return Ok(tools.clone());
         }
-        let listed = match tokio::time::timeout(self.config.call_timeout, connection.list_tools()).await {
-            Ok(Ok(listed)) => listed,
+        let listing = Arc::clone(self).listing();
+        match tokio::time::timeout(wait, listing).await {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(err)) => match kept {
+                Some(tools) => {
+                    tracing::warn!(server = %self.name, error = %err, "mcp tools listed again failed; the last good list is used");
+                    Ok(tools)
+                }
+                None => Err(err),
+            },
+            Err(_) => kept.ok_or_else(|| {
+                self.unavailable("it has not listed its tools yet; they are offered once it has".into())
+            }),
+        }
+    }
+
+    /// The listing in flight, or a new one started in the background.
+    fn listing(self: Arc<Self>) -> Listing {
+        let mut slot = self.listing.lock().expect("listing lock");
+        if let Some(listing) = slot.as_ref()
+            && listing.peek().is_none()
+        {
+            return listing.clone();
+        }
+        let server = Arc::clone(&self);
+        let running = tokio::spawn(async move { server.list_now().await });
+        let listing = async move {
+            running.await.unwrap_or_else(|_| {
+                Err(McpError::Failed {
+                    server: String::new(),
+                    reason: "its listing stopped".into(),
+                })
+            })
+        }
+        .boxed()
+        .shared();
+        *slot = Some(listing.clone());
+        listing
+    }
+
+    /// Lists the tools now and keeps the list (with what the operator should
+    /// know of it), starting the server when needed.
+    async fn list_now(&self) -> Result<Vec<McpTool>, McpError> {
+        self.tools_changed.store(false, Ordering::SeqCst);
+        let connection = match self.connection().await {
+            Ok(connection) => connection,
+            Err(err) => {
+                // A failed start is not a change of list: it is tried again.
+                self.tools_changed.store(true, Ordering::SeqCst);
+                return Err(err);
+            }
+        };
+        let listing = match tokio::time::timeout(self.config.call_timeout, connection.list_tools()).await {
+            Ok(Ok(listing)) => listing,
             Ok(Err(err)) => {
+                self.tools_changed.store(true, Ordering::SeqCst);
                 return Err(self
                     .drop_connection(&connection, format!("tools/list failed: {err}"))
                     .await);
             }
             Err(_) => {
+                self.tools_changed.store(true, Ordering::SeqCst);
                 return Err(self
                     .drop_connection(&connection, "tools/list did not answer within call_timeout".into())
                     .await);
             }
         };
-        let tools = map_tools(&self.name, &self.config, listed);
-        if changed {
-            tracing::info!(server = %self.name, tools = tools.len(), "mcp tool list changed");
+        let mapped = match map_tools(&self.name, &self.config, listing.tools) {
+            Ok(mapped) => mapped,
+            Err(Withheld(reason)) => {
+                tracing::warn!(server = %self.name, reason = %reason, "mcp server's tools withheld");
+                let mut seen = self.seen.lock().expect("seen lock");
+                seen.tools = Some(Vec::new());
+                seen.notes = Vec::new();
+                seen.state = format!("running, its tools withheld: {reason}");
+                return Err(self.unavailable(reason));
+            }
+        };
+        let mut notes = mapped.notes;
+        notes.extend(listing.cut);
+        for note in &notes {
+            tracing::warn!(server = %self.name, note = %note, "mcp server's tool list");
         }
+        let tools = mapped.tools;
+        tracing::info!(server = %self.name, tools = tools.len(), "mcp tools listed");
         let mut seen = self.seen.lock().expect("seen lock");
         seen.state = format!("running, {} tools", tools.len());
         seen.tools = Some(tools.clone());
+        seen.notes = notes;
         Ok(tools)
     }
 
-    async fn call(&self, tool: &str, arguments: Map<String, Value>) -> Result<ToolOutput, McpError> {
-        let tools = self.tools().await?;
+    async fn call(self: &Arc<Self>, tool: &str, arguments: Map<String, Value>) -> Result<ToolOutput, McpError> {
+        // A call names a tool the model was offered, so a list is known: a
+        // listing is waited for only after a change.
+        let tools = self
+            .tools(self.config.startup_timeout + self.config.call_timeout)
+            .await?;
         let Some(remote) = tools.iter().find(|t| t.name == tool).map(|t| t.remote_name.clone()) else {
             return Err(McpError::UnknownTool {
                 server: self.name.clone(),
@@ -326,13 +440,14 @@ impl McpServers for McpClient {
                     elevated: server.config.elevated,
                     eager: server.config.eager,
                     state: seen.state.clone(),
+                    notes: seen.notes.clone(),
                 }
             })
             .collect()
     }
 
-    async fn tools(&self, server: &str) -> Result<Vec<McpTool>, McpError> {
-        self.server(server)?.tools().await
+    async fn tools(&self, server: &str, wait: Duration) -> Result<Vec<McpTool>, McpError> {
+        self.server(server)?.tools(wait).await
     }
 
     fn known_tools(&self, server: &str) -> Option<Vec<McpTool>> {

@@ -41,6 +41,9 @@ pub struct ServerConfig {
     /// Its tools are offered every turn without activation.
     pub eager: bool,
     pub tools: ToolFilter,
+    /// Whether its tool annotations (`readOnlyHint`, `destructiveHint`) are
+    /// believed; without it every tool is a dangerous side effect.
+    pub trust_annotations: bool,
     /// Per-tool overrides of the flags its annotations give.
     pub policy: BTreeMap<String, PolicyOverride>,
     #[serde(with = "herald_core::duration::serde")]
@@ -61,6 +64,7 @@ impl Default for ServerConfig {
             elevated: true,
             eager: false,
             tools: ToolFilter::default(),
+            trust_annotations: false,
             policy: BTreeMap::new(),
             startup_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(60),

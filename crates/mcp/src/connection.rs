@@ -20,18 +20,32 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::config::{ServerConfig, Transport};
 use crate::tools::Listed;
+
+/// What `tools/list` gave, and where it was cut off, if it was.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub tools: Vec<Listed>,
+    pub cut: Option<String>,
+}
 
 /// The longest JSON-RPC line read from a stdio server; a longer one (a
 /// result of many megabytes) is dropped by the transport, and the call it
 /// answered ends at its timeout.
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
-/// Lines of a server's stderr kept for error messages.
+/// Lines of a server's stderr kept for the operator's log.
 const STDERR_TAIL_LINES: usize = 8;
+/// Characters of one stderr line kept; the rest of the line is read and
+/// dropped, so a line that never ends (a progress bar drawn with `\r`)
+/// costs this much, not its length.
 const STDERR_LINE_CHARS: usize = 300;
+/// `tools/list` pages read at most, and tools kept at most: a server that
+/// lists more is cut off there, and the operator told.
+pub const MAX_LIST_PAGES: usize = 16;
+pub const MAX_TOOLS: usize = 256;
 
 /// Why a call failed, and whether the server went away with it.
 #[derive(Debug)]
@@ -45,7 +59,7 @@ pub struct CallError {
 pub struct ConnectError(pub String);
 
 /// Notices from the server that the connection keeps.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Handler {
     tools_changed: Arc<AtomicBool>,
 }
@@ -58,7 +72,6 @@ impl ClientHandler for Handler {
 
 pub struct Connection {
     service: RunningService<RoleClient, Handler>,
-    tools_changed: Arc<AtomicBool>,
     /// The process group of a stdio server.
     group: Option<nix::unistd::Pid>,
     pub instructions: Option<String>,
@@ -74,7 +87,9 @@ impl Drop for Connection {
     }
 }
 
-/// The last lines a server wrote to stderr.
+/// The last lines a server wrote to stderr, for the operator: stripped of
+/// control characters, with the values of its configured `env` and
+/// `headers` hidden. Never shown to a chat or the model.
 #[derive(Clone, Default)]
 pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 
@@ -100,9 +115,16 @@ impl StderrTail {
 
 impl Connection {
     /// Starts or reaches the server and completes the MCP handshake.
-    pub async fn open(name: &str, config: &ServerConfig, stderr: &StderrTail) -> Result<Self, ConnectError> {
-        let handler = Handler::default();
-        let tools_changed = Arc::clone(&handler.tools_changed);
+    /// `tools_changed` is set whenever the server says its list changed.
+    pub async fn open(
+        name: &str,
+        config: &ServerConfig,
+        stderr: &StderrTail,
+        tools_changed: Arc<AtomicBool>,
+    ) -> Result<Self, ConnectError> {
+        let handler = Handler {
+            tools_changed: Arc::clone(&tools_changed),
+        };
         let (service, group) = match config.transport() {
             Transport::Stdio => {
                 let (transport, group) = spawn(name, config, stderr)?;
@@ -150,7 +172,6 @@ impl Connection {
         });
         Ok(Self {
             service,
-            tools_changed,
             group,
             instructions,
             title,
@@ -161,32 +182,44 @@ impl Connection {
         self.service.is_closed()
     }
 
-    /// Whether the server said its tool list changed since the last call; clears it.
-    pub fn take_tools_changed(&self) -> bool {
-        self.tools_changed.swap(false, Ordering::SeqCst)
-    }
-
-    pub async fn list_tools(&self) -> Result<Vec<Listed>, String> {
-        let tools = self
-            .service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|err| err.to_string())?;
-        Ok(tools
-            .into_iter()
-            .map(|tool| {
+    /// The server's tools, page by page, at most [`MAX_LIST_PAGES`] pages
+    /// and [`MAX_TOOLS`] tools (the rest is not asked for or kept).
+    pub async fn list_tools(&self) -> Result<Listing, String> {
+        let peer = self.service.peer();
+        let mut listing = Listing::default();
+        let mut cursor = None;
+        for page in 1.. {
+            let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor.take());
+            let result = peer.list_tools(Some(params)).await.map_err(|err| err.to_string())?;
+            for tool in result.tools {
+                if listing.tools.len() == MAX_TOOLS {
+                    listing.cut = Some(format!(
+                        "it lists more than {MAX_TOOLS} tools; the first {MAX_TOOLS} are used"
+                    ));
+                    return Ok(listing);
+                }
                 let annotations = tool.annotations.as_ref();
-                Listed {
+                listing.tools.push(Listed {
                     name: tool.name.to_string(),
                     title: tool.title.clone(),
                     description: tool.description.as_ref().map(|d| d.to_string()),
                     input_schema: (*tool.input_schema).clone(),
                     read_only: annotations.and_then(|a| a.read_only_hint),
                     destructive: annotations.and_then(|a| a.destructive_hint),
+                });
+            }
+            match result.next_cursor {
+                None => return Ok(listing),
+                Some(_) if page == MAX_LIST_PAGES => {
+                    listing.cut = Some(format!(
+                        "it lists its tools in more than {MAX_LIST_PAGES} pages; the first {MAX_LIST_PAGES} are used"
+                    ));
+                    return Ok(listing);
                 }
-            })
-            .collect())
+                next => cursor = next,
+            }
+        }
+        Ok(listing)
     }
 
     /// Calls a tool; the error says whether the connection went away.
@@ -256,10 +289,20 @@ fn spawn(
     if let Some(stderr) = child.stderr.take() {
         let tail = stderr_tail.clone();
         let server = name.to_owned();
+        let secrets: Vec<String> = config
+            .env
+            .values()
+            .chain(config.headers.values())
+            .map(|value| value.expose_secret().to_owned())
+            .filter(|value| value.len() >= 4)
+            .collect();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let line: String = line.chars().take(STDERR_LINE_CHARS).collect();
+            let mut lines = BoundedLines::new(stderr);
+            while let Some(line) = lines.next_line().await {
+                let line = hide(&herald_core::text::printable_line(&line), &secrets);
+                if line.is_empty() {
+                    continue;
+                }
                 tracing::debug!(server = %server, line = %line, "mcp server stderr");
                 tail.push(line);
             }
@@ -274,4 +317,125 @@ fn spawn(
     });
     let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
     Ok((transport, group))
+}
+
+/// `text` with each of `secrets` replaced by `[hidden]`.
+fn hide(text: &str, secrets: &[String]) -> String {
+    let mut text = text.to_owned();
+    for secret in secrets {
+        if text.contains(secret.as_str()) {
+            text = text.replace(secret.as_str(), "[hidden]");
+        }
+    }
+    text
+}
+
+/// Lines of a stream, ended by `\n` or `\r`, each cut to
+/// [`STDERR_LINE_CHARS`] characters while it is read: what a line holds
+/// beyond that is read and dropped, never kept.
+struct BoundedLines<R> {
+    reader: R,
+    buffer: Box<[u8]>,
+    filled: usize,
+    at: usize,
+    ended: bool,
+}
+
+impl<R: AsyncRead + Unpin> BoundedLines<R> {
+    fn new(reader: R) -> Self {
+        Self {
+            reader,
+            buffer: vec![0; 8 * 1024].into_boxed_slice(),
+            filled: 0,
+            at: 0,
+            ended: false,
+        }
+    }
+
+    /// The next line (possibly empty), or `None` at the stream's end.
+    async fn next_line(&mut self) -> Option<String> {
+        // A character is at most four bytes.
+        let keep = STDERR_LINE_CHARS * 4;
+        let mut line: Vec<u8> = Vec::new();
+        loop {
+            if self.at == self.filled {
+                if self.ended {
+                    return (!line.is_empty()).then(|| cut(&line));
+                }
+                match self.reader.read(&mut self.buffer).await {
+                    Ok(0) | Err(_) => {
+                        self.ended = true;
+                        continue;
+                    }
+                    Ok(n) => {
+                        self.filled = n;
+                        self.at = 0;
+                    }
+                }
+            }
+            let rest = &self.buffer[self.at..self.filled];
+            match rest.iter().position(|byte| matches!(byte, b'\n' | b'\r')) {
+                Some(end) => {
+                    let room = keep.saturating_sub(line.len());
+                    line.extend_from_slice(&rest[..end.min(room)]);
+                    self.at += end + 1;
+                    return Some(cut(&line));
+                }
+                None => {
+                    let room = keep.saturating_sub(line.len());
+                    line.extend_from_slice(&rest[..rest.len().min(room)]);
+                    self.at = self.filled;
+                }
+            }
+        }
+    }
+}
+
+fn cut(line: &[u8]) -> String {
+    String::from_utf8_lossy(line).chars().take(STDERR_LINE_CHARS).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn stderr_lines_end_at_either_line_end_and_are_cut_while_read() {
+        let long = "#".repeat(100_000);
+        let text = format!("first\nsecond\r{long}\rlast");
+        let mut lines = BoundedLines::new(text.as_bytes());
+        assert_eq!(lines.next_line().await.as_deref(), Some("first"));
+        assert_eq!(lines.next_line().await.as_deref(), Some("second"));
+        assert_eq!(lines.next_line().await.map(|l| l.len()), Some(STDERR_LINE_CHARS));
+        assert_eq!(lines.next_line().await.as_deref(), Some("last"));
+        assert_eq!(lines.next_line().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_line_that_never_ends_holds_at_most_its_cut() {
+        // 64 MiB without a line end, read through a pipe-sized buffer.
+        struct Endless(usize);
+        impl AsyncRead for Endless {
+            fn poll_read(
+                mut self: std::pin::Pin<&mut Self>,
+                _: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                let n = buf.remaining().min(self.0);
+                buf.put_slice(&vec![b'='; n]);
+                self.0 -= n;
+                std::task::Poll::Ready(Ok(()))
+            }
+        }
+        let mut lines = BoundedLines::new(Endless(64 * 1024 * 1024));
+        let line = lines.next_line().await.unwrap();
+        assert_eq!(line.len(), STDERR_LINE_CHARS);
+        assert_eq!(lines.next_line().await, None);
+    }
+
+    #[test]
+    fn configured_secrets_are_hidden() {
+        let secrets = vec!["sk-live-1234".to_owned()];
+        assert_eq!(hide("token=sk-live-1234 failed", &secrets), "token=[hidden] failed");
+    }
 }

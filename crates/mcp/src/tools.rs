@@ -3,10 +3,22 @@
 //! unique), the policy flags from MCP's annotations with the configured
 //! overrides on top, the allow/deny filter, and the argument schema.
 //!
-//! The mapping: `readOnlyHint: true` → no side effect and parallel-safe;
-//! anything else is a side effect; `destructiveHint: true` → dangerous.
-//! Annotations are hints from a server Herald may not trust, so the
-//! operator's `policy` always wins.
+//! Annotations are hints from a server Herald may not trust (the MCP
+//! specification says a client must treat them as untrusted unless the
+//! server is), so by default they count for nothing: every tool is a side
+//! effect, dangerous (it waits for an admin's `/approve`) and run alone.
+//! An operator who trusts a server sets `trust_annotations`; then they are
+//! read as the specification defines them: `readOnlyHint: true` → no side
+//! effect and parallel-safe; otherwise a side effect, dangerous unless
+//! `destructiveHint: false` (the specification's default is `true`). The
+//! operator's `policy` wins over both.
+//!
+//! A name the server lists twice is dropped (both entries: which one a call
+//! would reach is the server's to decide), and so is the whole list when a
+//! `tools.deny` entry names no listed tool: the rule was written for a tool
+//! that is now called something else, so nothing is offered until the
+//! operator looks (fail closed). Other configured names that match nothing
+//! are reported.
 
 use std::collections::BTreeSet;
 
@@ -22,13 +34,32 @@ pub const MAX_TOOL_NAME_CHARS: usize = 64;
 /// A tool description longer than this is cut: the schema is paid every turn.
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 
-/// The flags of a tool from its annotations, then the configured override.
-pub fn flags(read_only: Option<bool>, destructive: Option<bool>, overrides: Option<&PolicyOverride>) -> McpToolFlags {
-    let read_only = read_only == Some(true);
-    let mut flags = McpToolFlags {
-        side_effect: !read_only,
-        dangerous: !read_only && destructive == Some(true),
-        parallel_safe: read_only,
+/// The flags of a tool from its annotations (when `trusted`), then the
+/// configured override.
+pub fn flags(
+    read_only: Option<bool>,
+    destructive: Option<bool>,
+    trusted: bool,
+    overrides: Option<&PolicyOverride>,
+) -> McpToolFlags {
+    let mut flags = if !trusted {
+        McpToolFlags {
+            side_effect: true,
+            dangerous: true,
+            parallel_safe: false,
+        }
+    } else if read_only == Some(true) {
+        McpToolFlags {
+            side_effect: false,
+            dangerous: false,
+            parallel_safe: true,
+        }
+    } else {
+        McpToolFlags {
+            side_effect: true,
+            dangerous: destructive != Some(false),
+            parallel_safe: false,
+        }
     };
     if let Some(o) = overrides {
         flags.side_effect = o.side_effect.unwrap_or(flags.side_effect);
@@ -89,12 +120,69 @@ pub struct Listed {
     pub destructive: Option<bool>,
 }
 
+/// What a server's listing became: the tools Herald offers, and what the
+/// operator should know about it (names dropped, rules that match nothing).
+#[derive(Debug, Default)]
+pub struct Mapped {
+    pub tools: Vec<McpTool>,
+    pub notes: Vec<String>,
+}
+
+/// Why a listing is not used at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withheld(pub String);
+
 /// The tools Herald offers from `server`: filtered, named and flagged.
-pub fn map_tools(server: &str, config: &ServerConfig, listed: Vec<Listed>) -> Vec<McpTool> {
+pub fn map_tools(server: &str, config: &ServerConfig, listed: Vec<Listed>) -> Result<Mapped, Withheld> {
+    let mut seen = std::collections::BTreeMap::<&str, usize>::new();
+    for tool in &listed {
+        *seen.entry(tool.name.as_str()).or_default() += 1;
+    }
+    let unmatched = |names: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .filter(|name| !seen.contains_key(name.as_str()))
+            .cloned()
+            .collect()
+    };
+    let denied_nothing = unmatched(&config.tools.deny);
+    if !denied_nothing.is_empty() {
+        return Err(Withheld(format!(
+            "tools.deny names {}, which it does not list; none of its tools are offered until the rule names its tools",
+            quoted(&denied_nothing)
+        )));
+    }
+    let mut notes = Vec::new();
+    let allowed_nothing = unmatched(&config.tools.allow);
+    if !allowed_nothing.is_empty() {
+        notes.push(format!(
+            "tools.allow names {}, which it does not list",
+            quoted(&allowed_nothing)
+        ));
+    }
+    let policy_keys: Vec<String> = config.policy.keys().cloned().collect();
+    let ruled_nothing = unmatched(&policy_keys);
+    if !ruled_nothing.is_empty() {
+        notes.push(format!(
+            "policy names {}, which it does not list (those rules apply to nothing)",
+            quoted(&ruled_nothing)
+        ));
+    }
+    let twice: Vec<String> = seen
+        .iter()
+        .filter(|(_, count)| **count > 1)
+        .map(|(name, _)| (*name).to_owned())
+        .collect();
+    if !twice.is_empty() {
+        notes.push(format!(
+            "it lists {} more than once; those are not offered",
+            quoted(&twice)
+        ));
+    }
     let mut taken = BTreeSet::new();
     let mut tools = Vec::new();
     for tool in listed {
-        if !config.tools.allows(&tool.name) {
+        if !config.tools.allows(&tool.name) || twice.contains(&tool.name) {
             continue;
         }
         let name = tool_name(server, &tool.name, &taken);
@@ -103,17 +191,31 @@ pub fn map_tools(server: &str, config: &ServerConfig, listed: Vec<Listed>) -> Ve
             .description
             .filter(|d| !d.trim().is_empty())
             .or(tool.title)
+            .map(|d| herald_core::text::printable(&d))
             .unwrap_or_else(|| format!("`{}` of the MCP server `{server}`", tool.name));
         tools.push(McpTool {
             server: server.to_owned(),
             name,
             description: cut(&description, MAX_DESCRIPTION_CHARS),
             parameters: schema(tool.input_schema),
-            flags: flags(tool.read_only, tool.destructive, config.policy.get(&tool.name)),
+            flags: flags(
+                tool.read_only,
+                tool.destructive,
+                config.trust_annotations,
+                config.policy.get(&tool.name),
+            ),
             remote_name: tool.name,
         });
     }
-    tools
+    Ok(Mapped { tools, notes })
+}
+
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| format!("`{}`", herald_core::text::printable_line(name)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The argument schema: always an object schema, whatever the server sent.
@@ -142,33 +244,40 @@ fn cut(text: &str, max_chars: usize) -> String {
 mod tests {
     use super::*;
 
-    /// Rows: readOnlyHint, destructiveHint, override → side effect, dangerous, parallel-safe.
+    /// Rows: readOnlyHint, destructiveHint, trusted, override → side effect,
+    /// dangerous, parallel-safe.
     #[test]
-    fn annotations_map_to_flags_and_configuration_wins() {
+    fn annotations_count_only_when_trusted_and_configuration_wins() {
         let dangerous = PolicyOverride {
             dangerous: Some(true),
             ..PolicyOverride::default()
         };
         let harmless = PolicyOverride {
             side_effect: Some(false),
+            dangerous: Some(false),
             parallel_safe: Some(true),
-            ..PolicyOverride::default()
         };
-        for (read_only, destructive, overrides, expected) in [
-            (Some(true), None, None, (false, false, true)),
-            (Some(true), Some(true), None, (false, false, true)),
-            (Some(false), None, None, (true, false, false)),
-            (None, None, None, (true, false, false)),
-            (None, Some(true), None, (true, true, false)),
-            (Some(false), Some(false), None, (true, false, false)),
-            (Some(true), None, Some(&dangerous), (false, true, true)),
-            (None, Some(true), Some(&harmless), (false, true, true)),
+        for (read_only, destructive, trusted, overrides, expected) in [
+            // Untrusted: whatever the server says, the safe side.
+            (Some(true), None, false, None, (true, true, false)),
+            (Some(true), Some(false), false, None, (true, true, false)),
+            (None, None, false, None, (true, true, false)),
+            (Some(true), None, false, Some(&harmless), (false, false, true)),
+            // Trusted: the specification's reading and defaults.
+            (Some(true), None, true, None, (false, false, true)),
+            (Some(true), Some(true), true, None, (false, false, true)),
+            (Some(false), None, true, None, (true, true, false)),
+            (None, None, true, None, (true, true, false)),
+            (None, Some(true), true, None, (true, true, false)),
+            (Some(false), Some(false), true, None, (true, false, false)),
+            (Some(true), None, true, Some(&dangerous), (false, true, true)),
+            (None, Some(true), true, Some(&harmless), (false, false, true)),
         ] {
-            let f = flags(read_only, destructive, overrides);
+            let f = flags(read_only, destructive, trusted, overrides);
             assert_eq!(
                 (f.side_effect, f.dangerous, f.parallel_safe),
                 expected,
-                "{read_only:?} {destructive:?} {overrides:?}"
+                "{read_only:?} {destructive:?} trusted {trusted} {overrides:?}"
             );
         }
     }
@@ -199,24 +308,30 @@ mod tests {
         assert!(second.starts_with("mcp__x__get_sum_"), "{second}");
     }
 
-    #[test]
-    fn filters_apply_before_naming_and_schemas_become_objects() {
-        let config: ServerConfig =
-            serde_yaml::from_str("command: x\ntools: {deny: [move_file]}\npolicy: {write_file: {dangerous: true}}\n")
-                .unwrap();
-        let listed = |name: &str| Listed {
+    fn listed(name: &str) -> Listed {
+        Listed {
             name: name.into(),
             title: None,
             description: None,
             input_schema: Map::new(),
             read_only: None,
             destructive: None,
-        };
-        let tools = map_tools(
+        }
+    }
+
+    #[test]
+    fn filters_apply_before_naming_and_schemas_become_objects() {
+        let config: ServerConfig = serde_yaml::from_str(
+            "command: x\ntrust_annotations: true\ntools: {deny: [move_file]}\npolicy: {write_file: {dangerous: true}, read_file: {dangerous: false}}\n",
+        )
+        .unwrap();
+        let mapped = map_tools(
             "files",
             &config,
             vec![listed("read_file"), listed("move_file"), listed("write_file")],
-        );
+        )
+        .unwrap();
+        let tools = mapped.tools;
         let names: Vec<&str> = tools.iter().map(|t| t.remote_name.as_str()).collect();
         assert_eq!(names, ["read_file", "write_file"]);
         assert!(tools[1].flags.dangerous && !tools[0].flags.dangerous);
@@ -225,5 +340,49 @@ mod tests {
             serde_json::json!({"type": "object", "properties": {}})
         );
         assert!(tools[0].description.contains("read_file"));
+        assert!(mapped.notes.is_empty(), "{:?}", mapped.notes);
+    }
+
+    #[test]
+    fn a_name_listed_twice_is_dropped_and_said() {
+        let config: ServerConfig = serde_yaml::from_str("command: x\n").unwrap();
+        let mut destructive = listed("write");
+        destructive.destructive = Some(true);
+        let mut harmless = listed("write");
+        harmless.read_only = Some(true);
+        let mapped = map_tools("files", &config, vec![harmless, listed("read"), destructive]).unwrap();
+        let names: Vec<&str> = mapped.tools.iter().map(|t| t.remote_name.as_str()).collect();
+        assert_eq!(names, ["read"]);
+        assert_eq!(mapped.notes, ["it lists `write` more than once; those are not offered"]);
+    }
+
+    #[test]
+    fn a_deny_rule_that_matches_nothing_withholds_every_tool() {
+        let config: ServerConfig =
+            serde_yaml::from_str("command: x\ntools: {deny: [write_file]}\npolicy: {gone: {dangerous: false}}\n")
+                .unwrap();
+        // The server renamed `write_file` to `write_file_v2`.
+        let withheld = map_tools("files", &config, vec![listed("read_file"), listed("write_file_v2")]).unwrap_err();
+        assert!(withheld.0.contains("tools.deny names `write_file`"), "{withheld:?}");
+        let config: ServerConfig =
+            serde_yaml::from_str("command: x\ntools: {allow: [old]}\npolicy: {gone: {dangerous: false}}\n").unwrap();
+        let mapped = map_tools("files", &config, vec![listed("read_file")]).unwrap();
+        assert!(mapped.tools.is_empty());
+        assert_eq!(
+            mapped.notes,
+            [
+                "tools.allow names `old`, which it does not list",
+                "policy names `gone`, which it does not list (those rules apply to nothing)"
+            ]
+        );
+    }
+
+    #[test]
+    fn descriptions_lose_their_escapes() {
+        let config: ServerConfig = serde_yaml::from_str("command: x\n").unwrap();
+        let mut tool = listed("read");
+        tool.description = Some("Reads.\u{1b}]52;c;cGF5bG9hZA==\u{7}\u{1b}[2J".into());
+        let mapped = map_tools("files", &config, vec![tool]).unwrap();
+        assert_eq!(mapped.tools[0].description, "Reads.]52;c;cGF5bG9hZA==[2J");
     }
 }

@@ -193,7 +193,11 @@ impl SkillToolbox {
     pub async fn reach_mcp_servers(&self) -> Vec<(String, Result<Vec<String>, String>)> {
         let mut reached = Vec::new();
         for server in self.catalog.mcp_servers() {
-            let tools = match self.catalog.mcp_tools(&server.name).await {
+            let tools = match self
+                .catalog
+                .mcp_tools(&server.name, crate::catalog::WHOLE_LISTING)
+                .await
+            {
                 Ok(tools) => Ok(tools.iter().map(|t| t.spec().name.to_string()).collect()),
                 Err(err) => Err(err.to_string()),
             };

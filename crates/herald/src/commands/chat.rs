@@ -31,6 +31,8 @@ pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode
     let format = if json { ReplyFormat::Json } else { ReplyFormat::Plain };
     let outbound = Outbound::new().with(Arc::new(LocalOutbound::stdout(format)));
     let toolbox = app.skills(outbound.clone()).await?;
+    // Eager MCP servers are listed before the first turn needs them.
+    app.mcp.warm_up();
     let agent = app.agent(outbound, toolbox);
     let mut finished = agent.subscribe();
     let filter = ClaimFilter::conversation(conversation.id.clone());

@@ -87,13 +87,24 @@ pub async fn doctor(config_path: &Path, loaded: Result<Config, ConfigError>) -> 
             {
                 match app.skills(herald_core::Outbound::new()).await {
                     Ok(toolbox) => {
-                        for (server, tools) in toolbox.reach_mcp_servers().await {
+                        let reached = toolbox.reach_mcp_servers().await;
+                        let infos = herald_core::McpServers::servers(app.mcp.as_ref());
+                        for (server, tools) in reached {
                             let item = format!("mcp server {server}");
                             match tools {
                                 Ok(tools) => {
                                     report(true, &item, format!("{} tools: {}", tools.len(), tools.join(", ")))
                                 }
                                 Err(err) => report(false, &item, err),
+                            }
+                            // What its list left out, or rules that match
+                            // nothing: the operator's to fix.
+                            let notes = infos
+                                .iter()
+                                .filter(|info| info.name == server)
+                                .flat_map(|info| &info.notes);
+                            for note in notes {
+                                report(false, &item, note.clone());
                             }
                         }
                     }

@@ -103,6 +103,8 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
 
     let pool = if role.serves() {
         let toolbox = app.skills(built.outbound.clone()).await?;
+        // Eager MCP servers are listed before the first turn needs them.
+        app.mcp.warm_up();
         let agent = app.agent(built.outbound, toolbox);
         Some(WorkerPool::start(
             agent,

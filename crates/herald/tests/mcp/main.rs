@@ -11,6 +11,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod faults;
+mod hostile;
 mod policy;
 
 use std::path::{Path, PathBuf};
@@ -70,10 +71,10 @@ impl McpHerald {
         let (python, faults) = python_and_faults();
         let yaml = format!(
             "mcp:\n  servers:\n    everything:\n      command: node\n      args: [\"{everything}\", stdio]\n      \
-             description: \"{EVERYTHING_DESCRIPTION}\"\n      env: {{PROBE_VAR: probe-value}}\n    faults:\n      \
+             description: \"{EVERYTHING_DESCRIPTION}\"\n      env: {{PROBE_VAR: probe-value}}\n      trust_annotations: true\n    faults:\n      \
              command: \"{python}\"\n      args: [\"{faults}\"]\n      \
              env: {{NOTES_FILE: \"{notes}\", PIDS_FILE: \"{notes}.pids\"}}\n      \
-             elevated: false\n      startup_timeout: 30s\n      call_timeout: 5s\n{faults_extra}{top_level}",
+             elevated: false\n      trust_annotations: true\n      startup_timeout: 30s\n      call_timeout: 5s\n{faults_extra}{top_level}",
             everything = everything_js().display(),
             python = python.display(),
             faults = faults.display(),
@@ -266,7 +267,7 @@ async fn streamable_http_servers_work_like_stdio_ones() {
         model,
         &format!(
             "mcp:\n  servers:\n    remote:\n      url: http://127.0.0.1:{port}/mcp\n      \
-             headers: {{X-Probe: probe}}\n      elevated: false\n"
+             headers: {{X-Probe: probe}}\n      elevated: false\n      trust_annotations: true\n"
         ),
     );
     herald

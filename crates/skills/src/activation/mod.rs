@@ -169,7 +169,7 @@ async fn reach_mentioned_servers(
         if view.mcp_server(&name).is_none_or(|s| s.eager) {
             continue;
         }
-        match catalog.mcp_tools(&name).await {
+        match catalog.mcp_tools(&name, crate::catalog::WHOLE_LISTING).await {
             Ok(_) => {
                 let size = catalog.mcp_size(&name);
                 view.mcp_sizes.insert(name, size);

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_core::{McpError, McpServerInfo, McpTool, ToolOutput, ToolSpec};
@@ -24,6 +25,17 @@ use crate::name::SkillName;
 
 /// MCP tools offered in one turn at most, however many servers are active.
 pub const MAX_MCP_TOOLS_PER_TURN: usize = 64;
+
+/// How long a turn waits for an eager server's listing: not at all. Eager
+/// servers are listed when Herald starts; one that has not answered yet (or
+/// hangs) is left out of the turn while its listing goes on.
+pub const EAGER_WAIT: Duration = Duration::ZERO;
+/// How long a turn waits for an activated server's listing (after a restart
+/// of Herald, or a change of its list) before it goes on without it.
+pub const ACTIVE_WAIT: Duration = Duration::from_secs(1);
+/// What someone who asked for a server by name waits: the listing's own
+/// bounds (`startup_timeout` and `call_timeout`).
+pub const WHOLE_LISTING: Duration = Duration::MAX;
 
 /// One tool of an MCP server, as a core skill.
 pub struct McpToolSkill {
@@ -121,7 +133,7 @@ impl Catalog {
 
     /// The tools of `server` as core skills, connecting when needed; the
     /// lookup table for execution is brought up to date on the way.
-    pub async fn mcp_tools(&self, server: &str) -> Result<Vec<Arc<McpToolSkill>>, McpError> {
+    pub async fn mcp_tools(&self, server: &str, wait: Duration) -> Result<Vec<Arc<McpToolSkill>>, McpError> {
         let Some(mcp) = &self.services.mcp else {
             return Err(McpError::UnknownServer(server.to_owned()));
         };
@@ -130,7 +142,7 @@ impl Catalog {
             .into_iter()
             .find(|s| s.name == server)
             .ok_or_else(|| McpError::UnknownServer(server.to_owned()))?;
-        let tools = mcp.tools(server).await?;
+        let tools = mcp.tools(server, wait).await?;
         let skills: Vec<Arc<McpToolSkill>> = tools.iter().filter_map(|tool| skill_of(tool, &info)).collect();
         let mut table = self.mcp_table.write().expect("mcp table lock");
         table.retain(|_, skill| skill.server != server);
@@ -152,8 +164,11 @@ impl Catalog {
     pub async fn mcp_tool_specs(&self, servers: &[String], max_chars: usize) -> Vec<ToolSpec> {
         let mut specs = Vec::new();
         let mut used = 0;
+        let infos = self.mcp_servers();
         for server in servers {
-            let tools = match self.mcp_tools(server).await {
+            let eager = infos.iter().any(|info| &info.name == server && info.eager);
+            let wait = if eager { EAGER_WAIT } else { ACTIVE_WAIT };
+            let tools = match self.mcp_tools(server, wait).await {
                 Ok(tools) => tools,
                 Err(err) => {
                     tracing::warn!(server = %server, error = %err, "mcp server's tools not offered this turn");

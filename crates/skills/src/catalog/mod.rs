@@ -27,7 +27,7 @@ pub use discovery::{Diagnostic, DiagnosticKind, Discovery, ReloadReport, ScanLim
 pub use gating::{Environment, FixedEnvironment, ProcessEnvironment};
 #[cfg(test)]
 pub use mcp::MAX_MCP_TOOLS_PER_TURN;
-pub use mcp::{McpTable, schema_chars as mcp_schema_chars};
+pub use mcp::{McpTable, WHOLE_LISTING, schema_chars as mcp_schema_chars};
 pub(crate) use paths::{check_relative, resolve_inside};
 pub use prompt::{CATALOG_HEADER, RenderedCatalog, render_catalog, skill_block};
 pub use registry::{Hidden, SkillEntry, SkillKind, SkillRegistry};

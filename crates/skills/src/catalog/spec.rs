@@ -162,9 +162,10 @@ fn read(folder_name: &str, text: &str, findings: &mut Vec<Finding>) -> Option<Sk
     let name = read_name(folder_name, fields.get("name"), has_front_matter, &mut note)?;
 
     let description = match fields.get("description") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+        // Shown by `herald skills` on a terminal: no escape sequences.
+        Some(Value::String(s)) if !s.trim().is_empty() => herald_core::text::printable(s.trim()),
         Some(Value::String(_)) | None if !has_front_matter => match first_paragraph(&body) {
-            Some(paragraph) => paragraph,
+            Some(paragraph) => herald_core::text::printable(&paragraph),
             None => {
                 note(Level::Unusable, "no description, and no body to take one from".into());
                 return None;
@@ -190,8 +191,9 @@ fn read(folder_name: &str, text: &str, findings: &mut Vec<Finding>) -> Option<Sk
         );
     }
 
-    let license = optional_string("license", fields.get("license"), &mut note);
-    let compatibility = optional_string("compatibility", fields.get("compatibility"), &mut note);
+    let license = optional_string("license", fields.get("license"), &mut note).map(|s| herald_core::text::printable(&s));
+    let compatibility = optional_string("compatibility", fields.get("compatibility"), &mut note)
+        .map(|s| herald_core::text::printable(&s));
     if let Some(compatibility) = &compatibility {
         let chars = compatibility.chars().count();
         if chars == 0 || chars > MAX_COMPATIBILITY_CHARS {
@@ -404,6 +406,9 @@ mod tests {
         let doc = checked.document.unwrap();
         assert_eq!(doc.name.as_str(), "pdf");
         assert_eq!(doc.description, "Work with PDF files.");
+        let escaped = skill("name: x\ndescription: \"Clears \\e[2J the \\e]52;c;eA==\\a screen\"\n", "b");
+        let shown = check("x", &escaped).document.unwrap();
+        assert_eq!(shown.description, "Clears [2J the ]52;c;eA== screen");
         assert_eq!(doc.license.as_deref(), Some("MIT"));
         assert_eq!(doc.compatibility.as_deref(), Some("needs poppler"));
         assert_eq!(doc.metadata.get("requires-bins").map(String::as_str), Some("pdftotext"));

@@ -64,7 +64,7 @@ pub(crate) async fn admit(
             )));
         }
     }
-    match catalog.mcp_tools(&server.name).await {
+    match catalog.mcp_tools(&server.name, crate::catalog::WHOLE_LISTING).await {
         Ok(_) => Ok(()),
         Err(err) => {
             refused("mcp_unavailable");

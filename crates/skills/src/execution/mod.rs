@@ -170,7 +170,7 @@ impl Executor {
         if let Some(server) = herald_core::mcp::server_of_tool(name.as_str())
             && self.catalog.core(name.as_str()).is_none()
         {
-            let _ = self.catalog.mcp_tools(server).await;
+            let _ = self.catalog.mcp_tools(server, crate::catalog::WHOLE_LISTING).await;
         }
         let refuse = |why: String| {
             tracing::warn!(skill = %name, task = %pending.task, reason = %why, "approval refused");

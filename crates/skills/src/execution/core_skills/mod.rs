@@ -213,7 +213,7 @@ async fn activate_mcp_server(context: &SkillContext<'_>, server: &McpServerInfo)
         )));
     }
     let tools = servers
-        .tools(&server.name)
+        .tools(&server.name, crate::catalog::WHOLE_LISTING)
         .await
         .map_err(|err| SkillError::refused(format!("`{}` was not activated: {err}", server.name)))?;
     let name = SkillName::new(server.name.clone()).map_err(SkillError::InvalidArguments)?;

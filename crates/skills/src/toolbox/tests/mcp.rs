@@ -42,11 +42,12 @@ impl McpServers for ManyServers {
                 elevated: i == 0,
                 eager: self.eager,
                 state: "running".into(),
+                notes: Vec::new(),
             })
             .collect()
     }
 
-    async fn tools(&self, server: &str) -> Result<Vec<McpTool>, McpError> {
+    async fn tools(&self, server: &str, _wait: std::time::Duration) -> Result<Vec<McpTool>, McpError> {
         Ok((0..self.tools).map(|i| self.tool(server, i)).collect())
     }
 
