@@ -213,6 +213,45 @@ async fn a_refreshed_connection_is_reopened_and_events_keep_coming() {
 }
 
 #[tokio::test]
+async fn what_slack_sends_on_a_connection_it_is_replacing_is_acknowledged_there() {
+    let fake = FakeSlack::start_with(FakeSlackOptions {
+        // Slack's own patience: an envelope left unacknowledged on a
+        // closing connection would come back three seconds later.
+        ack_timeout: Duration::from_secs(3),
+        refresh_grace: Duration::from_secs(2),
+        ..options()
+    })
+    .await;
+    let running = start(&fake.channel_yaml());
+    assert!(fake.wait_until(WAIT, |f| f.connections() == 1).await);
+    fake.request_reconnect("warning");
+    // Slack goes on sending on the old connection until it closes it.
+    fake.send_dm(&fake.admin(), "in the gap").await;
+    let messages = running.sink.wait_for(1).await;
+    assert_eq!(messages[0].text, "in the gap");
+    assert!(fake.wait_until(WAIT, |f| f.unacked() == 0).await);
+    let waits = fake.ack_waits();
+    assert_eq!(waits.len(), 1);
+    assert!(waits[0] < Duration::from_secs(1), "acknowledged after {waits:?}");
+    // The replacement was opened meanwhile; the old one is closed by Slack.
+    assert!(
+        fake.wait_until(WAIT, |f| f
+            .calls()
+            .iter()
+            .filter(|m| *m == "apps.connections.open")
+            .count()
+            == 2
+            && f.connections() == 1)
+            .await
+    );
+    fake.send_dm(&fake.admin(), "after").await;
+    let messages = running.sink.wait_for(2).await;
+    assert_eq!(messages[1].text, "after");
+    assert_eq!(running.sink.calls.load(Ordering::SeqCst), 2, "each handed over once");
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn replies_go_to_the_thread_in_chunks_and_wait_out_a_429() {
     let fake = FakeSlack::start_with(options()).await;
     let running = start(&fake.channel_yaml());

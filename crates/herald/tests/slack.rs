@@ -139,3 +139,132 @@ async fn server_errors_dropped_connections_and_429_storms_are_waited_out() {
     )
     .await;
 }
+
+/// The Bot Token Scopes docs/channels.md tells people to grant, as written
+/// there (every backticked word of that step).
+fn documented_scopes() -> Vec<String> {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/channels.md")).unwrap();
+    let step = docs
+        .split("\n2. **OAuth & Permissions → Bot Token Scopes**")
+        .nth(1)
+        .and_then(|rest| rest.split("\n3. ").next())
+        .expect("docs/channels.md lists the Slack bot scopes");
+    step.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|word| word.contains(':'))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn person(n: u64) -> herald_testkit::FakeUser {
+    herald_testkit::FakeUser {
+        id: format!("U0NEW{n:05}"),
+        name: format!("Person {n}"),
+    }
+}
+
+/// A hundred people Herald has never seen write at once while `users.info`
+/// takes a quarter of a second: every envelope is acknowledged within a
+/// second (names are looked up after, off the acknowledgement's way), none
+/// comes back as a retry, each is answered once, and each new sender is
+/// looked up once. The bot token has exactly the scopes docs/channels.md
+/// lists, so a lookup those scopes do not allow would show here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_new_senders_at_once_are_acknowledged_within_a_second_with_the_documented_scopes() {
+    let scopes = documented_scopes();
+    assert!(scopes.iter().any(|s| s == "users:read"), "{scopes:?}");
+    let slack = FakeSlack::start_with(herald_testkit::slack::FakeSlackOptions {
+        scopes: Some(scopes),
+        ..herald_testkit::slack::FakeSlackOptions::quick()
+    })
+    .await;
+    slack.set_users_info_delay(Duration::from_millis(250));
+    let setup = Setup::with_options(
+        slack,
+        conformance::Options {
+            access_unknown: "allow",
+            ..conformance::Options::default()
+        },
+    )
+    .await;
+    let herald = setup.start().await;
+    let slack = &setup.platform;
+    for n in 0..100 {
+        slack.send_dm(&person(n), &format!("hello {n}")).await;
+    }
+    let acked = tokio::time::timeout(REPLY, async {
+        while slack.acked().len() < 100 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        acked.is_ok(),
+        "{} acknowledged:\n{}",
+        slack.acked().len(),
+        herald.stderr()
+    );
+    let waits = slack.ack_waits();
+    let slowest = waits.iter().max().copied().unwrap_or_default();
+    assert!(slowest < Duration::from_secs(1), "the slowest ack took {slowest:?}");
+    let sent = setup.sent(100, Duration::from_secs(60), &herald).await;
+    assert_eq!(sent.len(), 100);
+    for n in 0..100 {
+        let answers = sent.iter().filter(|m| m.text == format!("echo: hello {n}")).count();
+        assert_eq!(answers, 1, "hello {n} answered {answers} times");
+    }
+    assert!(slack.dropped().is_empty());
+    // The lookups go on after the answers, eight at a time.
+    let lookups = || slack.calls().iter().filter(|m| *m == "users.info").count();
+    let looked_up = tokio::time::timeout(REPLY, async {
+        while lookups() < 100 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(looked_up.is_ok(), "{} looked up", lookups());
+    // Messages from people already named wait for no lookup.
+    slack.send_dm(&person(7), "again").await;
+    let sent = setup.sent(101, REPLY, &herald).await;
+    assert_eq!(sent[100].text, "echo: again");
+    assert_eq!(lookups(), 100, "each new sender looked up once");
+    assert!(
+        !herald.stderr().contains("missing_scope"),
+        "a call the documented scopes do not allow:\n{}",
+        herald.stderr()
+    );
+}
+
+/// A mention at the top of a channel is answered in a thread under it, and
+/// a reply in that thread continues the same conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_top_level_channel_mention_is_answered_in_a_thread_under_it() {
+    let setup = Setup::new(FakeSlack::start_quick().await).await;
+    let herald = setup.start().await;
+    let slack = &setup.platform;
+    let admin = slack.admin();
+    let top = herald_testkit::GroupTarget {
+        chat: herald_testkit::slack::GENERAL.into(),
+        thread: None,
+    };
+    let ts = slack.send_group(&admin, &top, "where is atlas?", true).await;
+    let sent = setup.sent(1, REPLY, &herald).await;
+    assert_eq!(sent[0].text, "echo: where is atlas?");
+    assert_eq!(sent[0].chat, herald_testkit::slack::GENERAL);
+    assert_eq!(
+        sent[0].thread.as_deref(),
+        Some(ts.as_str()),
+        "answered in the thread under it"
+    );
+
+    let thread = herald_testkit::GroupTarget {
+        chat: herald_testkit::slack::GENERAL.into(),
+        thread: Some(ts.clone()),
+    };
+    slack.send_group(&admin, &thread, "and its address?", true).await;
+    let sent = setup.sent(2, REPLY, &herald).await;
+    assert_eq!(sent[1].thread.as_deref(), Some(ts.as_str()));
+    let second = setup.model.requests()[1].to_string();
+    assert!(second.contains("where is atlas?"), "the thread's history: {second}");
+}

@@ -19,6 +19,7 @@ use slack_morphism::api::{
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::hyper_tokio::SlackClientHyperConnector;
 use slack_morphism::{SlackApiToken, SlackApiTokenValue, SlackChannelId, SlackClient, SlackTs, SlackUserId};
+use tokio::task::JoinHandle;
 use tracing::debug;
 
 use super::config::SlackConfig;
@@ -81,7 +82,12 @@ pub struct SlackApi {
     bot_token: SlackApiToken,
     /// Display names by user id; a failed lookup is remembered as the id.
     names: Mutex<HashMap<String, String>>,
+    /// Users whose names are being looked up now.
+    looking_up: Mutex<std::collections::HashSet<String>>,
 }
+
+/// `users.info` calls at once while names are learned.
+const NAME_LOOKUPS: usize = 8;
 
 const MAX_CACHED_NAMES: usize = 10_000;
 
@@ -93,7 +99,41 @@ impl SlackApi {
             tls,
             bot_token: token(&config.bot_token),
             names: Mutex::new(HashMap::new()),
+            looking_up: Mutex::new(std::collections::HashSet::new()),
         }
+    }
+
+    /// The name people see for `user` when it is known already.
+    pub fn known_name(&self, user: &str) -> Option<String> {
+        self.names.lock().expect("names lock").get(user).cloned()
+    }
+
+    /// Looks the names of `users` up in the background (those not known and
+    /// not being looked up already), a few at a time, for the messages that
+    /// come after; the handle ends when they are all known. `None`: nothing
+    /// to look up.
+    pub fn learn_names(self: &Arc<Self>, users: impl IntoIterator<Item = String>) -> Option<JoinHandle<()>> {
+        let unknown: Vec<String> = {
+            let names = self.names.lock().expect("names lock");
+            let mut looking_up = self.looking_up.lock().expect("lookups lock");
+            users
+                .into_iter()
+                .filter(|user| !names.contains_key(user) && looking_up.insert(user.clone()))
+                .collect()
+        };
+        if unknown.is_empty() {
+            return None;
+        }
+        let api = Arc::clone(self);
+        Some(tokio::spawn(async move {
+            for some in unknown.chunks(NAME_LOOKUPS) {
+                futures::future::join_all(some.iter().map(|user| api.display_name(user))).await;
+                let mut looking_up = api.looking_up.lock().expect("lookups lock");
+                for user in some {
+                    looking_up.remove(user);
+                }
+            }
+        }))
     }
 
     /// `auth.test`: who the bot token belongs to.

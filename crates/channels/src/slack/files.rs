@@ -30,14 +30,10 @@ impl SlackFiles {
             .build()
             .map_err(|err| ChannelError::Fatal(format!("cannot build the HTTP client: {err}")))?;
         let mut hosts = vec![FILE_HOST.to_owned()];
-        if let Ok(api) = url::Url::parse(&config.api_url)
-            && let Some(host) = api.host_str()
-            && host != "slack.com"
+        if let Some(origin) = download::origin_of(&config.api_url)
+            && origin != "https://slack.com"
         {
-            hosts.push(match api.port() {
-                Some(port) => format!("{host}:{port}"),
-                None => host.to_owned(),
-            });
+            hosts.push(origin);
         }
         Ok(Self {
             client,

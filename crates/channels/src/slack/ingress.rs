@@ -29,6 +29,10 @@ use super::config::{SlackConfig, SlackMode};
 use super::payload::{self, Addressing, BotIdentity};
 use super::socket::SocketMode;
 use super::{CHANNEL, signature};
+
+/// How long the names of a batch's new senders are waited for before the
+/// batch is stored and acknowledged without them.
+const NAME_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
 use crate::retry::persist;
 
 /// Dedup keys accepted lately, so a retried or doubled event (the
@@ -98,9 +102,26 @@ impl Handler {
         Some(Prepared { key, message })
     }
 
-    /// The name people see for the Slack user `user` (a cached `users.info`).
-    pub(super) async fn display_name(&self, user: &str) -> String {
-        self.api.display_name(user).await
+    /// Names the senders of `prepared`. Unknown senders are looked up in
+    /// the background; their names are waited for [`NAME_WAIT`] at most
+    /// (so a new sender is usually named in their first message), then
+    /// a sender still unknown is named by user id for this message: a burst
+    /// of new senders never holds the acknowledgement past Slack's three
+    /// seconds.
+    pub(super) async fn name_senders(&self, prepared: &mut [Prepared]) {
+        let unknown: Vec<String> = prepared
+            .iter()
+            .map(|message| message.user().to_owned())
+            .filter(|user| self.api.known_name(user).is_none())
+            .collect();
+        if let Some(lookups) = self.api.learn_names(unknown) {
+            // On time out the lookups go on, detached, for later messages.
+            let _ = tokio::time::timeout(NAME_WAIT, lookups).await;
+        }
+        for message in prepared.iter_mut() {
+            let user = message.user().to_owned();
+            message.message.sender.display_name = self.api.known_name(&user).unwrap_or(user);
+        }
     }
 
     pub(super) fn was_accepted(&self, key: &str) -> bool {
@@ -118,11 +139,12 @@ impl Handler {
 
     /// One Events API request's event, handed to the sink.
     async fn handle(&self, callback: SlackPushEventCallback) -> Result<(), StoreError> {
-        let Some(mut prepared) = self.screen(&callback) else {
+        let Some(prepared) = self.screen(&callback) else {
             return Ok(());
         };
-        prepared.message.sender.display_name = self.display_name(prepared.user()).await;
-        let Prepared { key, message } = prepared;
+        let mut prepared = [prepared];
+        self.name_senders(&mut prepared).await;
+        let [Prepared { key, message }] = prepared;
         match self.sink.accept(message.clone()).await {
             Ok(admission) => {
                 self.accepted(&key, &message, &admission);

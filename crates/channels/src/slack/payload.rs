@@ -112,8 +112,14 @@ pub fn inbound(
     }
     let channel_name = ChannelName::new(CHANNEL);
     // A reply in a thread belongs to the thread's conversation; Herald's
-    // answer goes in the same thread.
-    let thread = fields.thread_ts;
+    // answer goes in the same thread. A message at the top of a channel
+    // starts a thread under it: the answer goes there, and the replies in
+    // it are the same conversation. (DMs stay one conversation.)
+    let thread = match (fields.thread_ts, fields.kind) {
+        (Some(thread), _) => Some(thread),
+        (None, ConversationKind::Group) => Some(fields.ts),
+        (None, ConversationKind::Direct) => None,
+    };
     let id = match thread {
         Some(thread) => format!("{CHANNEL}:{}/{thread}", fields.channel),
         None => format!("{CHANNEL}:{}", fields.channel),

@@ -15,7 +15,6 @@
 //! reachable from outside the crate: its `socket_mode` model module is
 //! shadowed by the listener's.)
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,11 +36,17 @@ use super::client::SlackApi;
 use super::ingress::{Handler, Prepared};
 use crate::retry::{hand_over_all, reconnect};
 
+/// The largest Socket Mode message Herald reads: an envelope carries one
+/// event (a message is at most 40,000 characters, with its blocks), not the
+/// WebSocket library's default of 64 MiB.
+const MAX_ENVELOPE: usize = 4 * 1024 * 1024;
+
 /// The most envelopes read before what they carry is stored.
 pub const MAX_BATCH: usize = 100;
 
-/// `users.info` calls at once while naming a batch's senders.
-const NAME_LOOKUPS: usize = 8;
+/// How long a connection Slack is replacing is read before Herald closes it
+/// itself (Slack closes it within seconds of its `disconnect`).
+const DRAIN_LIMIT: Duration = Duration::from_secs(15);
 
 /// How often Herald pings Slack on an otherwise quiet connection.
 const PING_EVERY: Duration = Duration::from_secs(10);
@@ -215,14 +220,24 @@ impl SocketMode {
 
     /// Connections one after another for as long as Slack asks for fresh
     /// ones; `Ok` at shutdown, an error when one is lost or cannot be opened.
+    /// A connection Slack asked to replace is read on while the next one
+    /// opens, until Slack closes it: what Slack still sends on it is
+    /// acknowledged there, not sent again three seconds later.
     async fn until_lost(&self, number: u32, shutdown: &CancellationToken) -> Result<(), ChannelError> {
+        let mut old: Option<Socket> = None;
         loop {
-            match self.connection(number, shutdown).await {
+            let next = self.connection(number, shutdown);
+            let ended = match old.take() {
+                None => next.await,
+                Some(socket) => tokio::join!(self.drain(number, socket, shutdown), next).1,
+            };
+            match ended {
                 Ok(None) => return Ok(()),
-                Ok(Some(End::Refresh(reason))) => {
+                Ok(Some((End::Refresh(reason), socket))) => {
                     info!(connection = number, reason = %reason, "Slack asked for a new Socket Mode connection");
+                    old = socket;
                 }
-                Ok(Some(End::Lost(reason))) => return Err(ChannelError::Transient(reason)),
+                Ok(Some((End::Lost(reason), _))) => return Err(ChannelError::Transient(reason)),
                 // Only `apps.connections.open` fails for good: the app token.
                 Err(ChannelError::Fatal(reason)) => return Err(ChannelError::Fatal(format!("app_token: {reason}"))),
                 Err(err) => return Err(err),
@@ -230,25 +245,55 @@ impl SocketMode {
         }
     }
 
-    /// Opens a connection and reads it until it ends; `Ok(None)` is shutdown.
-    async fn connection(&self, number: u32, shutdown: &CancellationToken) -> Result<Option<End>, ChannelError> {
+    /// Reads a connection Slack is replacing until Slack closes it (at most
+    /// [`DRAIN_LIMIT`]), then closes it.
+    async fn drain(&self, number: u32, mut socket: Socket, shutdown: &CancellationToken) {
+        let ended = tokio::time::timeout(DRAIN_LIMIT, self.read(number, &mut socket, shutdown)).await;
+        debug!(
+            connection = number,
+            "a replaced Socket Mode connection was read to its end"
+        );
+        if !matches!(ended, Ok(Some(End::Lost(_)))) {
+            let _ = socket.close(None).await;
+        }
+    }
+
+    /// Opens a connection and reads it until it ends; `Ok(None)` is
+    /// shutdown. A connection Slack asked to replace comes back open.
+    async fn connection(
+        &self,
+        number: u32,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<(End, Option<Socket>)>, ChannelError> {
         let url = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
             url = self.api.open_connection(&self.app_token) => url?,
         };
         let connector = Some(Connector::Rustls(self.api.tls.clone()));
-        let connect = tokio_tungstenite::connect_async_tls_with_config(url.as_str(), None, true, connector);
+        let connect = tokio_tungstenite::connect_async_tls_with_config(
+            url.as_str(),
+            Some(
+                tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                    .max_message_size(Some(MAX_ENVELOPE))
+                    .max_frame_size(Some(MAX_ENVELOPE)),
+            ),
+            true,
+            connector,
+        );
         let mut socket = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
             socket = connect => socket
                 .map_err(|err| ChannelError::Transient(format!("could not open the Socket Mode WebSocket: {err}")))?
                 .0,
         };
-        let ended = self.read(number, &mut socket, shutdown).await;
-        if !matches!(ended, Some(End::Lost(_))) {
-            let _ = socket.close(None).await;
+        match self.read(number, &mut socket, shutdown).await {
+            None => {
+                let _ = socket.close(None).await;
+                Ok(None)
+            }
+            Some(End::Refresh(reason)) => Ok(Some((End::Refresh(reason), Some(socket)))),
+            Some(End::Lost(reason)) => Ok(Some((End::Lost(reason), None))),
         }
-        Ok(ended)
     }
 
     /// Reads `socket` until it ends (`None`: shutdown).
@@ -319,7 +364,7 @@ impl SocketMode {
     /// queue has them all. `false` means shutdown came first.
     async fn store(&self, events: &[SlackPushEventCallback], shutdown: &CancellationToken) -> bool {
         let mut screened: Vec<Prepared> = events.iter().filter_map(|event| self.handler.screen(event)).collect();
-        self.name_senders(&mut screened).await;
+        self.handler.name_senders(&mut screened).await;
         let mut pending = Pending::default();
         for Prepared { key, message } in screened {
             // The same message twice (an `app_mention` and its `message`):
@@ -337,25 +382,6 @@ impl SocketMode {
             pending.messages.push(message);
         }
         self.hand_over(&mut pending, shutdown).await
-    }
-
-    /// Gives each message its sender's display name. The names not cached
-    /// are looked up a few at a time: one by one, a burst from many new
-    /// senders would hold every acknowledgement of the batch past Slack's
-    /// three seconds.
-    async fn name_senders(&self, screened: &mut [Prepared]) {
-        let users: BTreeSet<String> = screened.iter().map(|p| p.user().to_owned()).collect();
-        let users: Vec<String> = users.into_iter().collect();
-        let mut names: HashMap<String, String> = HashMap::with_capacity(users.len());
-        for some in users.chunks(NAME_LOOKUPS) {
-            let looked_up = futures::future::join_all(some.iter().map(|user| self.handler.display_name(user))).await;
-            names.extend(some.iter().cloned().zip(looked_up));
-        }
-        for prepared in screened {
-            if let Some(name) = names.get(prepared.user()) {
-                prepared.message.sender.display_name = name.clone();
-            }
-        }
     }
 
     async fn hand_over(&self, pending: &mut Pending, shutdown: &CancellationToken) -> bool {

@@ -70,6 +70,14 @@ pub struct FakeSlackOptions {
     pub push_timeout: Duration,
     /// Whether the bot's own posts come back as `message` events.
     pub echo_own_messages: bool,
+    /// The scopes the bot token was granted; `None`: every scope. A Web API
+    /// method the token lacks the scope for answers `missing_scope` with
+    /// the scope `needed`, as Slack does.
+    pub scopes: Option<Vec<String>>,
+    /// How long a connection told to `disconnect` stays open (and is sent
+    /// envelopes) before the fake closes it, as Slack closes a refreshed
+    /// connection a few seconds after warning of it.
+    pub refresh_grace: Duration,
     /// Events API mode: Herald listens here, the fake pushes to
     /// `http://{listen}/slack/events`, and `channel_yaml()` says so.
     pub events_listen: Option<SocketAddr>,
@@ -84,6 +92,8 @@ impl Default for FakeSlackOptions {
             push_retry_delays: vec![Duration::ZERO, Duration::from_secs(60), Duration::from_secs(300)],
             push_timeout: Duration::from_secs(3),
             echo_own_messages: true,
+            scopes: None,
+            refresh_grace: Duration::from_secs(2),
             events_listen: None,
         }
     }
@@ -314,6 +324,18 @@ impl FakeSlack {
         self.shared.lock().acked.clone()
     }
 
+    /// How long each acknowledged envelope waited for its ack (from its
+    /// first send), in the order they were acknowledged.
+    pub fn ack_waits(&self) -> Vec<Duration> {
+        self.shared.lock().ack_waits.clone()
+    }
+
+    /// Makes `users.info` take `delay` to answer, as Slack's Tier 4 method
+    /// may under load.
+    pub fn set_users_info_delay(&self, delay: Duration) {
+        self.shared.lock().users_info_delay = delay;
+    }
+
     /// Envelopes not acknowledged yet.
     pub fn unacked(&self) -> usize {
         self.shared.lock().envelopes.len()
@@ -347,11 +369,24 @@ impl FakeSlack {
 
     /// Sends `disconnect` (`refresh_requested`, `warning`, …) on every open
     /// connection, as Slack does before it recycles one.
+    /// The connections stay open, and are sent envelopes, for
+    /// `refresh_grace`; then the fake closes them.
     pub fn request_reconnect(&self, reason: &str) {
         let frame = wire::disconnect(reason).to_string();
-        for writer in self.shared.lock().connections.values() {
+        let (writers, grace) = {
+            let state = self.shared.lock();
+            let writers: Vec<_> = state.connections.values().cloned().collect();
+            (writers, state.options.refresh_grace)
+        };
+        for writer in &writers {
             let _ = writer.send(Frame::Text(frame.clone()));
         }
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            for writer in writers {
+                let _ = writer.send(Frame::Close);
+            }
+        });
     }
 
     /// Closes every Socket Mode connection without warning.

@@ -42,6 +42,8 @@ pub struct Envelope {
     pub retry_reason: &'static str,
     /// The connection it was last sent on and the ack deadline, while unacked.
     pub in_flight: Option<(u64, Instant)>,
+    /// When it was first sent on a connection.
+    pub first_sent: Option<Instant>,
 }
 
 /// The wait one `chat.postMessage` may have to honour.
@@ -79,6 +81,11 @@ pub struct State {
     next_connection: u64,
     pub envelopes: VecDeque<Envelope>,
     pub acked: Vec<String>,
+    /// How long each acknowledged envelope waited for its ack, from its
+    /// first send.
+    pub ack_waits: Vec<Duration>,
+    /// How long `users.info` takes to answer.
+    pub users_info_delay: Duration,
     /// Envelopes given up after the last retry, by payload.
     pub dropped: Vec<Value>,
     /// Where the Events API pushes; `None` means Socket Mode.
@@ -146,6 +153,8 @@ impl State {
             next_connection: 0,
             envelopes: VecDeque::new(),
             acked: Vec::new(),
+            ack_waits: Vec::new(),
+            users_info_delay: Duration::ZERO,
             dropped: Vec::new(),
             events_url: None,
             push_log: Vec::new(),
@@ -262,14 +271,11 @@ impl State {
     }
 
     /// A connection closed: what was in flight on it is sent again elsewhere.
+    /// An envelope in flight on a closed connection is not sent again at
+    /// once: like Slack, the fake waits for its ack deadline and then
+    /// retries it (on another connection).
     pub fn remove_connection(&mut self, id: u64, now: Instant) {
         self.connections.remove(&id);
-        for envelope in &mut self.envelopes {
-            if envelope.in_flight.is_some_and(|(connection, _)| connection == id) {
-                envelope.in_flight = None;
-                envelope.retry_reason = "timeout";
-            }
-        }
         self.pump(now);
     }
 
@@ -283,6 +289,7 @@ impl State {
             sends: 0,
             retry_reason: "",
             in_flight: None,
+            first_sent: None,
         });
         self.pump(now);
     }
@@ -304,12 +311,16 @@ impl State {
             }
             envelope.sends += 1;
             envelope.in_flight = Some((connection, now + ack_timeout));
+            envelope.first_sent.get_or_insert(now);
         }
     }
 
     pub fn ack(&mut self, envelope_id: &str) {
         if let Some(index) = self.envelopes.iter().position(|e| e.id == envelope_id) {
-            self.envelopes.remove(index);
+            let envelope = self.envelopes.remove(index).expect("an envelope at the index");
+            if let Some(sent) = envelope.first_sent {
+                self.ack_waits.push(sent.elapsed());
+            }
             self.acked.push(envelope_id.to_owned());
         }
     }

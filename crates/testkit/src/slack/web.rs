@@ -109,6 +109,18 @@ fn token_kind(headers: &HeaderMap, arguments: &Map<String, Value>) -> Result<Tok
     }
 }
 
+/// The bot token scope a Web API method needs (its reference page's
+/// "Required scopes"); `None` for methods any token may call.
+fn needed_scope(method: &str) -> Option<&'static str> {
+    match method {
+        "chat.postMessage" | "chat.update" | "chat.delete" => Some("chat:write"),
+        "users.info" => Some("users:read"),
+        "files.getUploadURLExternal" | "files.completeUploadExternal" => Some("files:write"),
+        "conversations.info" => Some("channels:read"),
+        _ => None,
+    }
+}
+
 fn text_argument<'a>(arguments: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     arguments.get(key).and_then(Value::as_str).filter(|v| !v.is_empty())
 }
@@ -137,6 +149,16 @@ async fn api(
         Ok(kind) => kind,
         Err(error) => return refuse(error),
     };
+    if kind == TokenKind::Bot
+        && let Some(needed) = needed_scope(&method)
+        && let Some(scopes) = &shared.lock().options.scopes
+        && !scopes.iter().any(|scope| scope == needed)
+    {
+        return json_response(
+            StatusCode::OK,
+            json!({"ok": false, "error": "missing_scope", "needed": needed, "provided": scopes.join(",")}),
+        );
+    }
     match (method.as_str(), kind) {
         ("auth.test", TokenKind::Bot) => ok(json!({
             "url": "https://herald-fake.slack.com/",
@@ -160,6 +182,8 @@ async fn api(
         ("files.getUploadURLExternal", TokenKind::Bot) => super::uploads::get_upload_url(&shared, &headers, &arguments),
         ("files.completeUploadExternal", TokenKind::Bot) => super::uploads::complete(&shared, &arguments),
         ("users.info", TokenKind::Bot) => {
+            let delay = shared.lock().users_info_delay;
+            tokio::time::sleep(delay).await;
             let state = shared.lock();
             match text_argument(&arguments, "user").and_then(|id| state.users.get(id)) {
                 Some(user) => ok(json!({"user": wire::user_object(&user.id, &user.name)})),

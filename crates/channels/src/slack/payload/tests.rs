@@ -65,7 +65,7 @@ fn cases() -> Vec<(&'static str, Value, Expected)> {
             )),
         ),
         (
-            "app_mention from the documentation",
+            "app_mention from the documentation starts a thread under it",
             json!({
                 "type": "app_mention",
                 "user": "U061F7AUR",
@@ -75,12 +75,12 @@ fn cases() -> Vec<(&'static str, Value, Expected)> {
                 "event_ts": "1515449522000016"
             }),
             Some((
-                "slack:C0LAN2Q65",
+                "slack:C0LAN2Q65/1515449522.000016",
                 Group,
                 "is it everything a river should be?",
                 true,
                 "C0LAN2Q65:1515449522.000016",
-                None,
+                Some("1515449522.000016"),
             )),
         ),
         (
@@ -127,12 +127,12 @@ fn cases() -> Vec<(&'static str, Value, Expected)> {
                 "channel_type": "channel"
             }),
             Some((
-                "slack:C0LAN2Q65",
+                "slack:C0LAN2Q65/1515449700.000300",
                 Group,
                 "lunch anyone?",
                 false,
                 "C0LAN2Q65:1515449700.000300",
-                None,
+                Some("1515449700.000300"),
             )),
         ),
         (
@@ -147,12 +147,12 @@ fn cases() -> Vec<(&'static str, Value, Expected)> {
                 "channel_type": "group"
             }),
             Some((
-                "slack:C0OPS0001",
+                "slack:C0OPS0001/1515449800.000400",
                 Group,
                 "deploy status?",
                 true,
                 "C0OPS0001:1515449800.000400",
-                None,
+                Some("1515449800.000400"),
             )),
         ),
         (
