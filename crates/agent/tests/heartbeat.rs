@@ -133,6 +133,7 @@ async fn harness(ack_max_chars: usize) -> Harness {
         lease: Duration::from_secs(60),
         heartbeat_ack_max_chars: ack_max_chars,
         attachments: None,
+        fetcher: None,
     });
     Harness {
         _dir: dir,

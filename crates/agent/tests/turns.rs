@@ -118,6 +118,7 @@ async fn harness_with_lease(limits: TurnLimits, lease: Duration) -> Harness {
         lease,
         heartbeat_ack_max_chars: herald_core::heartbeat::DEFAULT_ACK_MAX_CHARS,
         attachments: None,
+        fetcher: None,
     }));
     Harness {
         _dir: dir,

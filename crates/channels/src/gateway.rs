@@ -1,8 +1,9 @@
 //! The gateway's ingress: what every channel adapter hands its messages to.
 //! It cleans the text (control characters out, the length capped), drops
 //! what is not for Herald, applies access control, answers pairing commands
-//! and `/start` / `/help`, fetches and stores the files of what it lets in
-//! ([`crate::attachments`]), and stores the rest on the queue — all before the
+//! and `/start` / `/help`, screens the files of what it lets in (stored when
+//! the channel has their bytes, else left for the turn to fetch:
+//! [`crate::attachments`]), and stores the rest on the queue — all before the
 //! adapter acknowledges the event to its platform, so nothing acknowledged
 //! is lost.
 //!
@@ -274,12 +275,12 @@ impl Gateway {
                 }
                 let (text, cut) = clean::cap(&message.text, self.max_message_chars);
                 message.text = text;
-                // Files are fetched only now, for a sender who is let in,
-                // and stored before the task that names them.
+                // Files are looked at only now, for a sender who is let in;
+                // those to download wait on the task for its turn.
                 if let Some(intake) = &self.attachments
                     && !message.attachments.is_empty()
                 {
-                    intake.take_in(&mut message).await;
+                    intake.screen(&mut message).await;
                 }
                 let cut = cut.then(|| Box::new(message.clone()));
                 Ok(Screened::Queue(Box::new(Admitted {

@@ -1,9 +1,10 @@
-//! Files that come with messages, end to end on the ingress side: the fake
-//! Bot API serves them as Telegram does (`getFile`, then the file endpoint),
-//! the real adapter and gateway fetch them within the caps, and the real
-//! SQLite store keeps them before the task is queued. Hostile files (a size
-//! that lies, a trickle, bytes that are not what they claim, a path out of
-//! the file endpoint) end described, never fetched past a cap.
+//! Files that come with messages, end to end without the model: the fake
+//! Bot API serves them as Telegram does (`getFile`, then the file endpoint);
+//! the real adapter and gateway check them at the door and queue them
+//! waiting, and the intake fetches them, as a worker does at turn time,
+//! within the caps into the real SQLite store. Hostile files (a size that
+//! lies, a trickle, bytes that are not what they claim, a path out of the
+//! file endpoint) end described, never fetched past a cap.
 
 #![cfg(feature = "telegram")]
 
@@ -31,6 +32,7 @@ const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0
 struct Harness {
     fake: FakeTelegram,
     storage: Storage,
+    intake: Arc<AttachmentIntake>,
     stop: CancellationToken,
     _dir: tempfile::TempDir,
 }
@@ -60,6 +62,12 @@ impl Harness {
             ))),
         )
         .unwrap();
+        let intake = Arc::new(AttachmentIntake::new(
+            config,
+            storage.files(),
+            BTreeMap::from([(ChannelName::new("telegram"), built.fetcher.clone().unwrap())]),
+            Arc::new(SystemClock),
+        ));
         let gateway = Arc::new(Gateway {
             queue: storage.queue(),
             store: storage.conversations(),
@@ -70,12 +78,7 @@ impl Harness {
             pairing_replies: PairingReplies::new(3),
             clock: Arc::new(SystemClock),
             status: Default::default(),
-            attachments: Some(Arc::new(AttachmentIntake {
-                config,
-                files: storage.files(),
-                fetchers: BTreeMap::from([(ChannelName::new("telegram"), built.fetcher.clone().unwrap())]),
-                clock: Arc::new(SystemClock),
-            })),
+            attachments: Some(Arc::clone(&intake)),
         });
         let stop = CancellationToken::new();
         let (ingress, token) = (built.ingress.clone(), stop.clone());
@@ -83,13 +86,15 @@ impl Harness {
         Self {
             fake,
             storage,
+            intake,
             stop,
             _dir: dir,
         }
     }
 
-    /// The next queued message, claimed and completed.
-    async fn next_message(&self) -> InboundMessage {
+    /// The next queued message as it waits on the queue, claimed and
+    /// completed.
+    async fn next_queued(&self) -> InboundMessage {
         let queue = self.storage.queue();
         let lease = tokio::time::timeout(Duration::from_secs(20), async {
             loop {
@@ -106,6 +111,14 @@ impl Harness {
             TaskPayload::Message(message) => message,
             other => panic!("not a message: {other:?}"),
         }
+    }
+
+    /// The next queued message with its waiting files fetched, as its turn
+    /// would have it.
+    async fn next_message(&self) -> InboundMessage {
+        let mut message = self.next_queued().await;
+        self.intake.fetch_waiting(&mut message).await;
+        message
     }
 
     async fn stored(&self, attachment: &Attachment) -> Vec<u8> {
@@ -141,11 +154,17 @@ fn small_caps() -> AttachmentsConfig {
 }
 
 #[tokio::test]
-async fn a_captionless_photo_is_queued_with_its_stored_bytes() {
+async fn a_captionless_photo_is_queued_waiting_and_fetched_with_its_bytes() {
     let h = Harness::start(AttachmentsConfig::default()).await;
     let ada = h.fake.admin();
     h.fake.send_file(&ada, FakeFile::new("photo", PNG.to_vec()), None);
-    let message = h.next_message().await;
+    let mut message = h.next_queued().await;
+    assert!(message.attachments[0].is_waiting(), "{:?}", message.attachments);
+    assert!(
+        h.fake.file_downloads().is_empty(),
+        "nothing is downloaded on the way to the queue"
+    );
+    h.intake.fetch_waiting(&mut message).await;
     assert_eq!(message.text, "");
     let [photo] = &message.attachments[..] else {
         panic!("{:?}", message.attachments)
@@ -173,8 +192,9 @@ async fn an_oversize_video_is_described_and_never_fetched() {
         ..FakeFile::new("video", Vec::new())
     };
     h.fake.send_file(&h.fake.admin(), video, Some("look at this"));
-    let message = h.next_message().await;
+    let message = h.next_queued().await;
     assert_eq!(message.text, "look at this");
+    assert!(!message.attachments[0].is_waiting(), "decided at the door");
     let reason = message.attachments[0].not_fetched.as_deref().unwrap();
     assert!(
         reason.contains("40 MB") && reason.contains("not downloaded"),
@@ -260,14 +280,10 @@ async fn a_strangers_file_is_not_fetched() {
     assert!(h.fake.file_downloads().is_empty());
 }
 
-/// A mail's MIME parts are in hand already: the gateway checks and stores
-/// them like any fetched file, with no fetcher at all.
-#[tokio::test]
-async fn a_mails_inline_parts_are_checked_and_stored_without_a_fetch() {
-    use herald_core::{ConversationId, ConversationKind, ConversationRef, InboundSink, InlineBytes, Sender};
-
-    let h = Harness::start(AttachmentsConfig::default()).await;
-    let gateway = Gateway {
+/// The gateway of an email channel whose admin is ann@example.com, with
+/// the default caps and no fetcher (a mail's parts are in hand).
+fn email_gateway(h: &Harness) -> Gateway {
+    Gateway {
         queue: h.storage.queue(),
         store: h.storage.conversations(),
         outbound: Outbound::new(),
@@ -277,13 +293,23 @@ async fn a_mails_inline_parts_are_checked_and_stored_without_a_fetch() {
         pairing_replies: PairingReplies::new(3),
         clock: Arc::new(SystemClock),
         status: Default::default(),
-        attachments: Some(Arc::new(AttachmentIntake {
-            config: AttachmentsConfig::default(),
-            files: h.storage.files(),
-            fetchers: BTreeMap::new(),
-            clock: Arc::new(SystemClock),
-        })),
-    };
+        attachments: Some(Arc::new(AttachmentIntake::new(
+            AttachmentsConfig::default(),
+            h.storage.files(),
+            BTreeMap::new(),
+            Arc::new(SystemClock),
+        ))),
+    }
+}
+
+/// A mail's MIME parts are in hand already: the gateway checks and stores
+/// them like any fetched file, with no fetcher at all.
+#[tokio::test]
+async fn a_mails_inline_parts_are_checked_and_stored_without_a_fetch() {
+    use herald_core::{ConversationId, ConversationKind, ConversationRef, InboundSink, InlineBytes, Sender};
+
+    let h = Harness::start(AttachmentsConfig::default()).await;
+    let gateway = email_gateway(&h);
     let inline = |name: &str, content_type: &str, bytes: &[u8]| Attachment {
         name: name.into(),
         content_type: content_type.into(),
@@ -314,9 +340,67 @@ async fn a_mails_inline_parts_are_checked_and_stored_without_a_fetch() {
         ],
     };
     gateway.accept(message).await.unwrap();
-    let queued = h.next_message().await;
+    // Stored at the door: nothing waits for the turn.
+    let queued = h.next_queued().await;
     assert_eq!(h.stored(&queued.attachments[0]).await, b"Decided: ship on Friday.");
     assert!(queued.attachments.iter().all(|a| a.inline.is_none()));
     let refused = queued.attachments[1].not_fetched.as_deref().unwrap();
     assert!(refused.contains("claimed to be application/pdf"), "{refused}");
+}
+
+/// One 4 MB mail with 40,000 tiny attachments: the mail reader takes 64
+/// parts and counts the rest, the gateway stores the first ten, and the
+/// model is told of the others in a few lines, not 40,000.
+#[cfg(feature = "email")]
+#[tokio::test]
+async fn a_mail_with_thousands_of_attachments_keeps_ten() {
+    use herald_channels::email::payload::{Classified, MAX_ATTACHMENTS, Reading, classify, to_inbound};
+    use herald_core::InboundSink;
+
+    let mut raw = String::from(
+        "Authentication-Results: mx.example.com; dmarc=pass header.from=example.com\r\n\
+         From: Ann <ann@example.com>\r\nTo: herald@example.com\r\nSubject: many\r\n\
+         Message-ID: <many@example.com>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\n\
+         Content-Type: text/plain\r\n\r\nSee attached.\r\n",
+    );
+    for n in 0..40_000 {
+        raw.push_str(&format!(
+            "--b\r\nContent-Type: text/plain\r\nContent-Disposition: attachment; filename=\"f{n}.txt\"\r\n\r\nx{n}\r\n"
+        ));
+    }
+    raw.push_str("--b--\r\n");
+    assert!(raw.len() > 3_000_000, "{} bytes", raw.len());
+    let reading = Reading {
+        own: "herald@example.com",
+        trusted_authserv_id: Some("mx.example.com"),
+    };
+    let Classified::Mail(mail) = classify(raw.as_bytes(), reading, "1.1@imap") else {
+        panic!("the mail was ignored");
+    };
+    assert_eq!(mail.attachments.len(), MAX_ATTACHMENTS + 1);
+    let h = Harness::start(AttachmentsConfig::default()).await;
+    let gateway = email_gateway(&h);
+    let root = herald_channels::email::payload::thread_root(&mail).to_owned();
+    gateway
+        .accept(to_inbound(&mail, &root, chrono::Utc::now()))
+        .await
+        .unwrap();
+    let queued = h.next_queued().await;
+    let stored: Vec<&Attachment> = queued.attachments.iter().filter(|a| a.file.is_some()).collect();
+    assert_eq!(stored.len(), 10, "the first ten are taken");
+    assert_eq!(h.stored(stored[9]).await, b"x9");
+    let described: Vec<&str> = queued.attachments[10..]
+        .iter()
+        .map(|a| a.not_fetched.as_deref().unwrap_or_default())
+        .collect();
+    assert!(
+        described[..MAX_ATTACHMENTS - 10]
+            .iter()
+            .all(|why| why.contains("after the first 10 files")),
+        "{described:?}"
+    );
+    let last = queued.attachments.last().unwrap();
+    assert_eq!(last.name, format!("{} more attachments", 40_000 - MAX_ATTACHMENTS));
+    assert!(described.last().unwrap().contains("past the first 64"), "{described:?}");
 }

@@ -174,6 +174,26 @@ async fn reconnect_asked_by_the_gateway_resumes_the_session() {
     running.stop().await.unwrap();
 }
 
+/// A 9 MiB frame (Discord's dispatches are kilobytes; the WebSocket
+/// library would take 64 MiB) is not read: the connection is dropped and
+/// the session resumed, and what comes after arrives.
+#[tokio::test]
+async fn an_oversize_gateway_frame_is_refused_and_the_session_resumed() {
+    let fake = FakeDiscord::start().await;
+    let running = answering(&fake, "one").await;
+    let admin = fake.admin();
+    let padding = "x".repeat(9 * 1024 * 1024);
+    fake.send_raw_frame(&format!(
+        r#"{{"op":0,"t":"GUILD_UPDATE","s":null,"d":{{"padding":"{padding}"}}}}"#
+    ));
+    until("a resume after the oversize frame", || fake.resumes() == 1).await;
+    fake.send_dm(&admin, "two").await;
+    running.sink.wait_for(2).await;
+    assert_eq!(running.texts(), ["one", "two"]);
+    assert_eq!(fake.identifies().len(), 1, "resumed, not opened anew");
+    running.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_connection_whose_heartbeats_go_unanswered_is_replaced_and_the_session_resumed() {
     let fake = FakeDiscord::start().await;

@@ -1,10 +1,12 @@
-//! Files that came with messages: the content-addressed store the gateway
-//! puts them in before a message is queued, the reference the queue and
-//! history keep, and the transcription seam for voice notes.
+//! Files that came with messages: the content-addressed store they are put
+//! in, the reference the queue and history keep, the seam through which a
+//! worker fetches what the gateway left for turn time, and the
+//! transcription seam for voice notes.
 //!
 //! Architecture invariant: the queue and history hold a [`FileRef`] (a
-//! SHA-256 of the bytes, their type and size), never the bytes; the bytes
-//! live once in a [`FileStore`] however often they are sent.
+//! SHA-256 of the bytes, their type and size) or the platform's reference
+//! to a file not fetched yet, never the bytes; the bytes live once in a
+//! [`FileStore`] however often they are sent.
 
 use std::sync::Arc;
 
@@ -84,6 +86,18 @@ pub enum TranscriptionError {
     Server { status: u16, message: String },
     #[error("the transcription service answered something Herald cannot read: {0}")]
     BadResponse(String),
+}
+
+/// Fetches the files a queued message names that are waiting
+/// ([`crate::Attachment::is_waiting`]): the gateway checks them at the door
+/// and leaves the download to the turn, so one sender's files never hold up
+/// the channel's ingress (or a platform's acknowledgement).
+#[async_trait]
+pub trait AttachmentFetcher: Send + Sync {
+    /// Fetches, checks and stores each waiting file of `message`; each ends
+    /// with its `file` set or `not_fetched` saying why not, and without its
+    /// `source`.
+    async fn fetch_waiting(&self, message: &mut crate::InboundMessage);
 }
 
 /// Speech to text over an OpenAI-compatible `POST /audio/transcriptions`.

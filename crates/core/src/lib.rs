@@ -33,7 +33,7 @@ pub use access::Admins;
 pub use channel::{
     Admission, ChannelError, ChannelIngress, ChannelOutbound, ChannelStatus, InboundSink, Outbound, SentMessage, Taken,
 };
-pub use files::{FileRef, FileStore, InlineBytes, MessageFile, Transcriber, TranscriptionError};
+pub use files::{AttachmentFetcher, FileRef, FileStore, InlineBytes, MessageFile, Transcriber, TranscriptionError};
 pub use history::{HistoryEntry, NewHistoryEntry, Role};
 pub use ids::{ActorId, ChannelName, ConversationId, TaskId};
 pub use llm::{

@@ -54,7 +54,8 @@ pub struct Attachment {
     /// The size the platform claimed, in bytes (0 when it did not say).
     pub size: u64,
     /// Where the platform serves the file; what it means is the channel's
-    /// business. Dropped once the file is stored.
+    /// business. Kept on the queue until the turn fetches the file, dropped
+    /// once it is stored or described.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// What kind of file the platform says this is, where it says more than
@@ -72,6 +73,14 @@ pub struct Attachment {
     /// never queued.
     #[serde(skip)]
     pub inline: Option<crate::files::InlineBytes>,
+}
+
+impl Attachment {
+    /// Named by the platform, let in by the gateway, not fetched yet: the
+    /// worker fetches it at turn time.
+    pub fn is_waiting(&self) -> bool {
+        self.source.is_some() && self.file.is_none() && self.not_fetched.is_none()
+    }
 }
 
 /// What a platform says a file is, beyond its type.

@@ -155,8 +155,14 @@ impl App {
         )
     }
 
-    /// The agent with `toolbox`, which also answers `/schedule`.
-    pub fn agent(&self, outbound: Outbound, toolbox: Arc<dyn Toolbox>) -> Arc<Agent> {
+    /// The agent with `toolbox`, which also answers `/schedule`, fetching
+    /// messages' waiting files with `fetcher`.
+    pub fn agent(
+        &self,
+        outbound: Outbound,
+        toolbox: Arc<dyn Toolbox>,
+        fetcher: Option<Arc<dyn herald_core::AttachmentFetcher>>,
+    ) -> Arc<Agent> {
         let toolbox: Arc<dyn Toolbox> = Arc::new(ScheduleCommands::new(toolbox, self.schedules()));
         Arc::new(Agent::new(AgentParts {
             queue: self.storage.queue(),
@@ -170,6 +176,7 @@ impl App {
             lease: self.config.queue.lease,
             heartbeat_ack_max_chars: self.config.heartbeat.ack_max_chars,
             attachments: Some(self.attachment_reader()),
+            fetcher,
         }))
     }
 }

@@ -84,18 +84,26 @@ pub fn send_limiter(app: &App) -> Arc<dyn SendLimiter> {
         .unwrap_or_else(|| Arc::new(LocalLimiter::new(Arc::new(SteadyClock::new()))))
 }
 
+/// What checks a message's files at the door and fetches them at its
+/// turn; one per process (it bounds the process's downloads).
+pub fn attachment_intake(
+    app: &App,
+    fetchers: BTreeMap<ChannelName, Arc<dyn FetchAttachment>>,
+) -> Arc<AttachmentIntake> {
+    Arc::new(AttachmentIntake::new(
+        app.config.channels.attachments.clone(),
+        app.storage.files(),
+        fetchers,
+        app.clock.clone(),
+    ))
+}
+
 pub fn gateway(
     app: &App,
     outbound: Outbound,
     status: ChannelStatus,
-    fetchers: BTreeMap<ChannelName, Arc<dyn FetchAttachment>>,
+    attachments: Arc<AttachmentIntake>,
 ) -> Arc<dyn InboundSink> {
-    let attachments = Arc::new(AttachmentIntake {
-        config: app.config.channels.attachments.clone(),
-        files: app.storage.files(),
-        fetchers,
-        clock: app.clock.clone(),
-    });
     Arc::new(Gateway {
         queue: app.storage.queue(),
         store: app.storage.conversations(),

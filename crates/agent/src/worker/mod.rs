@@ -1,5 +1,5 @@
-//! Queue workers: claim a task, run its turn, record it, deliver the reply,
-//! complete the task.
+//! Queue workers: claim a task, fetch the files it left waiting, run its
+//! turn, record it, deliver the reply, complete the task.
 //!
 //! The order of those steps is what keeps Herald's promises across crashes:
 //! - the turn is recorded in history (the outbox) before anything is sent, so
@@ -26,13 +26,14 @@ mod pool;
 mod record;
 mod typing;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use herald_core::{
-    Admins, ChatModel, ConversationId, ConversationStore, DeliveryReceipt, FailOutcome, HistoryEntry,
-    InstructionOrigin, Lease, MessageFile, Outbound, OutboundMessage, RetryClass, StateWrite, StoreError, TaskId,
-    TaskPayload, TaskQueue, Toolbox, TurnOrigin, TurnScope,
+    Admins, Attachment, AttachmentFetcher, ChatModel, ConversationId, ConversationStore, DeliveryReceipt, FailOutcome,
+    HistoryEntry, InstructionOrigin, Lease, MessageFile, Outbound, OutboundMessage, RetryClass, StateWrite, StoreError,
+    TaskId, TaskPayload, TaskQueue, Toolbox, TurnOrigin, TurnScope,
 };
 use tokio::sync::broadcast;
 use tracing::{Instrument, debug, error, info, info_span, warn};
@@ -61,6 +62,9 @@ pub struct AgentParts {
     /// Reads a message's stored files into its prompt; `None`: files are
     /// only named.
     pub attachments: Option<Arc<crate::attachments::AttachmentReader>>,
+    /// Fetches the files the gateway left waiting on the task; `None`:
+    /// they stay waiting and are described as not downloaded.
+    pub fetcher: Option<Arc<dyn AttachmentFetcher>>,
     /// Characters a heartbeat reply may add to `HEARTBEAT_OK` and still be
     /// an acknowledgement that is not sent
     /// ([`herald_core::heartbeat::DEFAULT_ACK_MAX_CHARS`] by default).
@@ -274,9 +278,21 @@ impl Agent {
             None => parts.outbound.get(&scope.conversation.channel).map(AsRef::as_ref),
             Some(_) => None,
         };
-        let (prepared, outcome) = typing::while_running(typing_in, &scope.conversation, TYPING_AFTER, async {
-            let prepared = self.prepare_files(&task.payload).await;
-            let input = turn_input(&task.payload, prepared.as_ref());
+        let (payload, prepared, outcome) = typing::while_running(typing_in, &scope.conversation, TYPING_AFTER, async {
+            let payload = self.fetch_files(&task.payload).await;
+            let fetched_scope;
+            let scope = match &payload {
+                Cow::Owned(TaskPayload::Message(message)) => {
+                    fetched_scope = TurnScope {
+                        files: MessageFile::of(&message.attachments),
+                        ..scope.clone()
+                    };
+                    &fetched_scope
+                }
+                _ => scope,
+            };
+            let prepared = self.prepare_files(&payload).await;
+            let input = turn_input(&payload, prepared.as_ref());
             let turn_files = prepared.as_ref().map(|p| TurnAttachments {
                 images: p.images.clone(),
                 documents: p.documents.clone(),
@@ -284,11 +300,11 @@ impl Agent {
             let outcome = self
                 .run(scope, &earlier, input, turn_files.as_ref(), toolbox_state)
                 .await;
-            (prepared, outcome)
+            (payload, prepared, outcome)
         })
         .await;
         let mut outcome = outcome?;
-        let input = turn_input(&task.payload, prepared.as_ref());
+        let input = turn_input(&payload, prepared.as_ref());
         if let Some(prepared) = &prepared {
             outcome.accounting.transcripts = prepared.transcripts;
             outcome.notices.splice(0..0, prepared.notices.iter().cloned());
@@ -342,6 +358,21 @@ impl Agent {
             return Ok(Served { last_receipt: receipt });
         }
         Ok(Served::default())
+    }
+
+    /// The payload with the files the gateway left waiting fetched (the
+    /// task's own payload when none wait).
+    async fn fetch_files<'a>(&self, payload: &'a TaskPayload) -> Cow<'a, TaskPayload> {
+        match (payload, &self.parts.fetcher) {
+            (TaskPayload::Message(message), Some(fetcher))
+                if message.attachments.iter().any(Attachment::is_waiting) =>
+            {
+                let mut message = message.clone();
+                fetcher.fetch_waiting(&mut message).await;
+                Cow::Owned(TaskPayload::Message(message))
+            }
+            _ => Cow::Borrowed(payload),
+        }
     }
 
     /// A message's files read for its turn; `None` without files (or

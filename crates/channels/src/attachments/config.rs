@@ -24,6 +24,10 @@ pub struct AttachmentsConfig {
     /// How long a file is kept after it last came in.
     #[serde(with = "herald_core::duration::serde")]
     pub retention: Duration,
+    /// Files of one message taken at most; the others are described.
+    pub max_files_per_message: usize,
+    /// Downloads one Herald process runs at once, for all turns together.
+    pub downloads_at_once: usize,
 }
 
 impl Default for AttachmentsConfig {
@@ -46,6 +50,8 @@ impl Default for AttachmentsConfig {
             .to_vec(),
             download_timeout: Duration::from_secs(30),
             retention: Duration::from_secs(30 * 24 * 3600),
+            max_files_per_message: 10,
+            downloads_at_once: 4,
         }
     }
 }
@@ -71,6 +77,15 @@ impl AttachmentsConfig {
                 "channels.attachments.max_message_bytes",
                 "must be at least max_file_bytes".into(),
             ));
+        }
+        if self.max_files_per_message == 0 {
+            return Err((
+                "channels.attachments.max_files_per_message",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.downloads_at_once == 0 {
+            return Err(("channels.attachments.downloads_at_once", "must be at least 1".into()));
         }
         if self.download_timeout.is_zero() {
             return Err(("channels.attachments.download_timeout", "must be more than zero".into()));

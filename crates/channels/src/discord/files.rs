@@ -28,14 +28,7 @@ impl DiscordFiles {
             .build()
             .map_err(|err| ChannelError::Fatal(format!("cannot build the HTTP client: {err}")))?;
         let mut hosts: Vec<String> = CDN_HOSTS.map(String::from).to_vec();
-        if let Ok(api) = url::Url::parse(config.api_base())
-            && let Some(host) = api.host_str()
-        {
-            hosts.push(match api.port() {
-                Some(port) => format!("{host}:{port}"),
-                None => host.to_owned(),
-            });
-        }
+        hosts.extend(download::origin_of(config.api_base()));
         Ok(Self { client, hosts })
     }
 }

@@ -44,6 +44,12 @@ use super::model::Message;
 use super::payload::{self, CHANNEL, Place};
 use crate::retry::{LOOKUP, Retry, hand_over_all, pause, reconnect};
 
+/// The largest gateway message Herald reads. Discord's dispatches are
+/// kilobytes, and a large guild's `GUILD_CREATE` without the member and
+/// presence intents stays well under a megabyte; the WebSocket library's
+/// default (64 MiB) would let one frame take that much memory.
+const MAX_GATEWAY_FRAME: usize = 8 * 1024 * 1024;
+
 /// The most gateway frames read before the messages among them are stored.
 pub const MAX_BATCH: usize = 100;
 
@@ -164,7 +170,16 @@ impl DiscordIngress {
         let url = state.session.url(&gateway);
         info!(gateway = %url, resuming = state.session.can_resume(), "connecting to the discord gateway");
         let connector = Some(Connector::Rustls(self.tls.clone()));
-        let connect = tokio_tungstenite::connect_async_tls_with_config(url.as_str(), None, true, connector);
+        let connect = tokio_tungstenite::connect_async_tls_with_config(
+            url.as_str(),
+            Some(
+                tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                    .max_message_size(Some(MAX_GATEWAY_FRAME))
+                    .max_frame_size(Some(MAX_GATEWAY_FRAME)),
+            ),
+            true,
+            connector,
+        );
         let mut socket = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
             socket = connect => socket

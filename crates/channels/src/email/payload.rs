@@ -53,6 +53,10 @@ pub enum Classified {
 
 /// Parses one mail (or only its header block: the text is then empty);
 /// `fallback_id` names a mail that has no Message-ID.
+/// The most attachments read out of one mail; the rest are counted. The
+/// gateway takes fewer still (`channels.attachments.max_files_per_message`).
+pub const MAX_ATTACHMENTS: usize = 64;
+
 pub fn classify(raw: &[u8], reading: Reading<'_>, fallback_id: &str) -> Classified {
     let own = reading.own;
     let Some(message) = MessageParser::default().parse(raw) else {
@@ -89,8 +93,9 @@ pub fn classify(raw: &[u8], reading: Reading<'_>, fallback_id: &str) -> Classifi
     let authenticated =
         auth::verdict(&auth::header_fields(raw), reading.trusted_authserv_id, domain) == auth::Verdict::Authenticated;
     let body = message.body_text(0).map(|text| text.into_owned()).unwrap_or_default();
-    let attachments = message
+    let mut attachments: Vec<Attachment> = message
         .attachments()
+        .take(MAX_ATTACHMENTS)
         .map(|part| Attachment {
             name: part.attachment_name().unwrap_or("unnamed").to_owned(),
             content_type: part
@@ -106,6 +111,18 @@ pub fn classify(raw: &[u8], reading: Reading<'_>, fallback_id: &str) -> Classifi
             ..Attachment::default()
         })
         .collect();
+    let more = message.attachments().skip(MAX_ATTACHMENTS).count();
+    if more > 0 {
+        // Named to the model as one line, not as thousands.
+        attachments.push(Attachment {
+            name: format!("{more} more attachments"),
+            content_type: "application/octet-stream".into(),
+            not_fetched: Some(format!(
+                "a mail's attachments past the first {MAX_ATTACHMENTS} are not taken"
+            )),
+            ..Attachment::default()
+        });
+    }
     Classified::Mail(Box::new(Mail {
         display_name: from.name().map(str::to_owned).unwrap_or_else(|| address.clone()),
         from: address,

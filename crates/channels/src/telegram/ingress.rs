@@ -12,13 +12,16 @@
 //! bounded public server ([`herald_net::serve`]) and reads a body only
 //! after the request's secret header matched.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use herald_core::{ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundSink, RetryClass, StoreError};
+use herald_core::{
+    ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundMessage, InboundSink, RetryClass, StoreError,
+};
 use secrecy::{ExposeSecret, SecretString};
 use teloxide::types::{AllowedUpdate, Update};
 use tokio_util::sync::CancellationToken;
@@ -28,13 +31,17 @@ use crate::retry::{PERSIST, Retry, hand_over_all, persist};
 
 use super::client::TelegramApi;
 use super::config::{TelegramMode, WebhookConfig, generate_webhook_secret};
-use super::payload::{BotIdentity, CHANNEL, Classified, PayloadRules, classify};
+use super::payload::{BotIdentity, CHANNEL, Classified, PayloadRules, album_of, album_tail, classify, group_albums};
 
 /// Where polling progress is kept in the store's state.
 const STATE_SCOPE: &str = "telegram";
 
 /// How often a moving offset is written to the store at most.
 const OFFSET_EVERY: Duration = Duration::from_secs(1);
+
+/// How long the rest of an album is waited for: Telegram sends its parts
+/// within a moment of each other.
+const ALBUM_WAIT: Duration = Duration::from_millis(800);
 
 /// The polling offset, and what of it the store has.
 struct KeptOffset {
@@ -135,6 +142,8 @@ impl TelegramIngress {
     ) -> Result<(), ChannelError> {
         let channel = ChannelName::new(CHANNEL);
         let mut retry = Retry::new(PERSIST);
+        // Whether an album at the end of a poll may wait for the next one.
+        let mut may_hold_album = true;
         loop {
             let offset = kept.offset;
             let updates = tokio::select! {
@@ -145,12 +154,28 @@ impl TelegramIngress {
             let err = match updates {
                 Ok(updates) => {
                     retry.succeeded();
-                    if !self.deliver_all(&updates, bot, sink.as_ref(), shutdown).await {
+                    // A poll returns as soon as the first part of an album
+                    // arrives: what ends in one waits a moment (unconfirmed,
+                    // so the next poll brings it again with the rest).
+                    let ready = if may_hold_album {
+                        album_tail(&updates)
+                    } else {
+                        updates.len()
+                    };
+                    let held = ready < updates.len();
+                    may_hold_album = !held;
+                    if !self.deliver_all(&updates[..ready], bot, sink.as_ref(), shutdown).await {
                         return Ok(());
                     }
-                    if let Some(last) = updates.last() {
+                    if let Some(last) = updates[..ready].last() {
                         kept.offset = i32::try_from(u64::from(last.id.0) + 1).ok();
                         self.store_offset(kept, false).await;
+                    }
+                    if held {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return Ok(()),
+                            () = tokio::time::sleep(ALBUM_WAIT) => {}
+                        }
                     }
                     continue;
                 }
@@ -190,25 +215,22 @@ impl TelegramIngress {
         sink: &dyn InboundSink,
         shutdown: &CancellationToken,
     ) -> bool {
-        let mut ids = Vec::with_capacity(updates.len());
         let mut messages = Vec::with_capacity(updates.len());
         for update in updates {
             match classify(update, bot, &self.rules) {
-                Classified::Message(message) => {
-                    ids.push(update.id.0);
-                    messages.push(*message);
-                }
+                Classified::Message(message) => messages.push((album_of(update).map(str::to_owned), *message)),
                 Classified::Ignored(reason) => debug!(update = update.id.0, reason, "update ignored"),
             }
         }
+        let messages = group_albums(messages);
         if messages.is_empty() {
             return true;
         }
         let Some(admissions) = hand_over_all(sink, &messages, shutdown).await else {
             return false;
         };
-        for (update, admission) in ids.into_iter().zip(admissions) {
-            debug!(update, ?admission, "update accepted");
+        for (message, admission) in messages.iter().zip(admissions) {
+            debug!(message = %message.platform_message_id, ?admission, "update accepted");
         }
         true
     }
@@ -267,6 +289,7 @@ impl TelegramIngress {
             bot,
             rules: self.rules.clone(),
             secret: settings.secret.clone(),
+            albums: Mutex::new(HashMap::new()),
         });
         let app = axum::Router::new()
             .route(&path, axum::routing::post(receive))
@@ -282,6 +305,70 @@ struct WebhookState {
     bot: BotIdentity,
     rules: PayloadRules,
     secret: SecretString,
+    /// Albums whose parts are being gathered, by conversation and group.
+    albums: Mutex<HashMap<String, Arc<Album>>>,
+}
+
+/// An album's parts as their requests arrive: the first request starts a
+/// task that gathers them for [`ALBUM_WAIT`] and stores them as one
+/// message; every part's request is answered as the album was stored. The
+/// task is spawned, so a request dropped halfway strands no other part.
+struct Album {
+    parts: Mutex<Vec<InboundMessage>>,
+    stored: tokio::sync::watch::Sender<Option<bool>>,
+}
+
+impl WebhookState {
+    /// Hands the part `message` of album `group` over with the rest of it;
+    /// whether the album was stored.
+    async fn accept_album_part(self: &Arc<Self>, group: &str, message: InboundMessage) -> bool {
+        let key = format!("{}/{group}", message.conversation.id);
+        let (album, first) = {
+            let mut albums = self.albums.lock().expect("albums lock");
+            match albums.get(&key) {
+                Some(album) => (Arc::clone(album), false),
+                None => {
+                    let album = Arc::new(Album {
+                        parts: Mutex::new(Vec::new()),
+                        stored: tokio::sync::watch::channel(None).0,
+                    });
+                    albums.insert(key.clone(), Arc::clone(&album));
+                    (album, true)
+                }
+            }
+        };
+        album.parts.lock().expect("album lock").push(message);
+        let mut stored = album.stored.subscribe();
+        if first {
+            let state = Arc::clone(self);
+            let group = group.to_owned();
+            tokio::spawn(async move { state.store_album(&key, &group, &album).await });
+        }
+        match stored.wait_for(Option::is_some).await {
+            Ok(outcome) => outcome.unwrap_or(false),
+            Err(_) => false,
+        }
+    }
+
+    /// Waits for the rest of `album`, then stores it as one message.
+    async fn store_album(&self, key: &str, group: &str, album: &Album) {
+        tokio::time::sleep(ALBUM_WAIT).await;
+        // A part later than this starts an album of its own.
+        self.albums.lock().expect("albums lock").remove(key);
+        let parts = std::mem::take(&mut *album.parts.lock().expect("album lock"));
+        let parts = parts.into_iter().map(|part| (Some(group.to_owned()), part)).collect();
+        let ok = match group_albums(parts).pop() {
+            Some(message) => match self.sink.accept(message).await {
+                Ok(_) => true,
+                Err(err) => {
+                    warn!(error = %err, "could not store an album; Telegram will send its parts again");
+                    false
+                }
+            },
+            None => true,
+        };
+        album.stored.send_replace(Some(ok));
+    }
 }
 
 /// Compares without stopping at the first difference, so the time taken
@@ -321,6 +408,13 @@ async fn receive(State(state): State<Arc<WebhookState>>, request: Request) -> St
         Classified::Ignored(reason) => {
             debug!(update = update.id.0, reason, "update ignored");
             StatusCode::OK
+        }
+        Classified::Message(message) if let Some(group) = album_of(&update) => {
+            if state.accept_album_part(group, *message).await {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
         Classified::Message(message) => match state.sink.accept(*message).await {
             Ok(_) => StatusCode::OK,

@@ -6,6 +6,10 @@
 //! - platform message id `<chat_id>:<message_id>` (Telegram's message ids
 //!   count per chat, so the chat makes them unique for deduplication), and
 //!   `<chat_id>:<message_id>:edit:<edit_date>` for an edit Herald handles.
+//!
+//! An album (several photos or files sent together) comes as one message
+//! per file sharing a `media_group_id`; [`group_albums`] makes them one
+//! message, named by its first part, so the album gets one answer.
 
 use herald_core::{
     ActorId, Attachment, AttachmentKind, ChannelName, ConversationId, ConversationKind, ConversationRef,
@@ -214,6 +218,87 @@ pub fn without_bot_address(text: &str, username: &str) -> String {
     text.to_owned()
 }
 
+/// The size Telegram stated, or 0 (unknown) when it did not: `file_size`
+/// is optional in the Bot API, and teloxide reads a missing one as
+/// `u32::MAX`, which would look like a 4 GB file. An unknown size is
+/// fetched, and the cap applies to the bytes.
+pub(super) fn claimed_size(meta: &teloxide::types::FileMeta) -> u64 {
+    match meta.size {
+        u32::MAX => 0,
+        size => u64::from(size),
+    }
+}
+
+/// The album the update's message is part of (`media_group_id`).
+pub fn album_of(update: &Update) -> Option<&str> {
+    match &update.kind {
+        UpdateKind::Message(message) | UpdateKind::EditedMessage(message) => {
+            message.media_group_id().map(|group| group.0.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// Where the album the last of `updates` belongs to begins (`updates.len()`
+/// when the last is in no album): its other parts may still be on their
+/// way, so a poll may hand over what comes before it and wait a moment.
+pub fn album_tail(updates: &[Update]) -> usize {
+    let Some(group) = updates.last().and_then(album_of) else {
+        return updates.len();
+    };
+    updates
+        .iter()
+        .position(|update| album_of(update) == Some(group))
+        .unwrap_or(updates.len())
+}
+
+/// Messages in order, each with the album it is part of; the parts of an
+/// album (the same conversation and `media_group_id`) become one message at
+/// the place of its first part: its files in order, the first caption as
+/// its text, named by its first part's id (the lowest, so the same album
+/// is the same message however often Telegram sends it).
+pub fn group_albums(messages: Vec<(Option<String>, InboundMessage)>) -> Vec<InboundMessage> {
+    let mut grouped: Vec<InboundMessage> = Vec::with_capacity(messages.len());
+    let mut albums: Vec<(String, usize)> = Vec::new();
+    for (album, message) in messages {
+        let Some(album) = album else {
+            grouped.push(message);
+            continue;
+        };
+        let key = format!("{}/{album}", message.conversation.id);
+        match albums.iter().find(|(k, _)| *k == key) {
+            Some((_, at)) => {
+                let first = &mut grouped[*at];
+                if message_number(&message) < message_number(first) {
+                    first.platform_message_id = message.platform_message_id.clone();
+                    first.received_at = message.received_at;
+                }
+                if first.text.trim().is_empty() {
+                    first.text = message.text;
+                }
+                first.mentions_bot |= message.mentions_bot;
+                first.reply_to = first.reply_to.take().or(message.reply_to);
+                first.attachments.extend(message.attachments);
+            }
+            None => {
+                albums.push((key, grouped.len()));
+                grouped.push(message);
+            }
+        }
+    }
+    grouped
+}
+
+/// The message number in `<chat>:<message_id>`, for ordering album parts.
+fn message_number(message: &InboundMessage) -> i64 {
+    message
+        .platform_message_id
+        .split(':')
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(i64::MAX)
+}
+
 /// A type Telegram named, or `default`.
 fn mime(mime: Option<&impl ToString>, default: &str) -> String {
     mime.map_or_else(|| default.to_owned(), ToString::to_string)
@@ -226,7 +311,7 @@ fn attachments(message: &Message) -> Vec<Attachment> {
         |name: String, content_type: String, meta: &teloxide::types::FileMeta, kind: AttachmentKind| Attachment {
             name,
             content_type,
-            size: u64::from(meta.size),
+            size: claimed_size(meta),
             source: Some(meta.id.0.clone()),
             kind: Some(kind),
             ..Attachment::default()

@@ -33,7 +33,8 @@ pub async fn chat(app: App, user: Option<String>, json: bool) -> Result<ExitCode
     let toolbox = app.skills(outbound.clone()).await?;
     // Eager MCP servers are listed before the first turn needs them.
     app.mcp.warm_up();
-    let agent = app.agent(outbound, toolbox);
+    // The local channel has no files to fetch.
+    let agent = app.agent(outbound, toolbox, None);
     let mut finished = agent.subscribe();
     let filter = ClaimFilter::conversation(conversation.id.clone());
     // One conversation is served in order, so one worker is all it can use.

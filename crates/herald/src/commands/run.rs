@@ -81,13 +81,14 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
         None => None,
     };
 
+    let intake = channels::attachment_intake(&app, built.fetchers.clone());
     let stop_ingress = CancellationToken::new();
     let mut ingress = tokio::task::JoinSet::new();
     let stop_scheduler = CancellationToken::new();
     let mut scheduler = None;
     let mut prune_files = None;
     if role.receives() {
-        let sink = channels::gateway(&app, built.outbound.clone(), status.clone(), built.fetchers.clone());
+        let sink = channels::gateway(&app, built.outbound.clone(), status.clone(), intake.clone());
         ingress = channels::spawn_ingress(
             &built.ingress,
             sink,
@@ -105,7 +106,7 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
         let toolbox = app.skills(built.outbound.clone()).await?;
         // Eager MCP servers are listed before the first turn needs them.
         app.mcp.warm_up();
-        let agent = app.agent(built.outbound, toolbox);
+        let agent = app.agent(built.outbound, toolbox, Some(intake));
         Some(WorkerPool::start(
             agent,
             ClaimFilter::channels(names),

@@ -191,7 +191,8 @@ fn read(folder_name: &str, text: &str, findings: &mut Vec<Finding>) -> Option<Sk
         );
     }
 
-    let license = optional_string("license", fields.get("license"), &mut note).map(|s| herald_core::text::printable(&s));
+    let license =
+        optional_string("license", fields.get("license"), &mut note).map(|s| herald_core::text::printable(&s));
     let compatibility = optional_string("compatibility", fields.get("compatibility"), &mut note)
         .map(|s| herald_core::text::printable(&s));
     if let Some(compatibility) = &compatibility {
@@ -406,7 +407,10 @@ mod tests {
         let doc = checked.document.unwrap();
         assert_eq!(doc.name.as_str(), "pdf");
         assert_eq!(doc.description, "Work with PDF files.");
-        let escaped = skill("name: x\ndescription: \"Clears \\e[2J the \\e]52;c;eA==\\a screen\"\n", "b");
+        let escaped = skill(
+            "name: x\ndescription: \"Clears \\e[2J the \\e]52;c;eA==\\a screen\"\n",
+            "b",
+        );
         let shown = check("x", &escaped).document.unwrap();
         assert_eq!(shown.description, "Clears [2J the ]52;c;eA== screen");
         assert_eq!(doc.license.as_deref(), Some("MIT"));

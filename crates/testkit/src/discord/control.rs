@@ -140,6 +140,17 @@ impl FakeDiscord {
         self.shared.publish_online();
     }
 
+    /// Sends `text` as one frame to every live connection, as it is (a
+    /// hostile or broken gateway's frame).
+    pub fn send_raw_frame(&self, text: &str) {
+        let state = self.shared.lock();
+        for session in state.sessions.values() {
+            if let Some((_, connection)) = &session.connection {
+                let _ = connection.send(Outgoing::Frame(text.to_owned()));
+            }
+        }
+    }
+
     /// Sends op 7 RECONNECT to every live connection.
     pub fn request_reconnect(&self) {
         let state = self.shared.lock();

@@ -34,6 +34,9 @@ pub enum Serve {
     Endless,
     /// Its bytes one a second.
     Trickle,
+    /// Its bytes at this many per second, with their length, as a slow but
+    /// honest link serves them.
+    Rate(u64),
 }
 
 /// A file to send in a message.
@@ -49,6 +52,9 @@ pub struct FakeFile {
     pub serve: Serve,
     /// The `file_path` `getFile` answers; Telegram's shape when `None`.
     pub path: Option<String>,
+    /// Leave `file_size` out of the message and of `getFile`'s answer, as
+    /// the Bot API may (the field is optional).
+    pub hide_size: bool,
 }
 
 impl FakeFile {
@@ -61,6 +67,7 @@ impl FakeFile {
             claimed_size: None,
             serve: Serve::Whole,
             path: None,
+            hide_size: false,
         }
     }
 }
@@ -79,17 +86,51 @@ struct Stored {
     bytes: Arc<Vec<u8>>,
     size: u64,
     serve: Serve,
+    hide_size: bool,
 }
 
 impl FakeTelegram {
+    /// `user` sends `files` as one album (messages that share a
+    /// `media_group_id`, the caption on the first), as Telegram delivers a
+    /// group of photos; returns the message ids.
+    pub fn send_album(&self, user: &FakeUser, files: Vec<FakeFile>, caption: Option<&str>) -> Vec<String> {
+        let group = {
+            let mut shelf = self.shared.shelf();
+            shelf.next += 1;
+            format!("1399{:012}", shelf.next)
+        };
+        let ids = files
+            .into_iter()
+            .enumerate()
+            .map(|(n, file)| self.file_message(user, file, if n == 0 { caption } else { None }, Some(&group)))
+            .collect();
+        self.shared.poke.send_modify(|n| *n += 1);
+        ids
+    }
+
     /// `user` sends `file` in a private chat with `caption`; returns the
     /// message id.
     pub fn send_file(&self, user: &FakeUser, file: FakeFile, caption: Option<&str>) -> String {
+        let id = self.file_message(user, file, caption, None);
+        self.shared.poke.send_modify(|n| *n += 1);
+        id
+    }
+
+    /// Queues the update of one message with `file`, in `media_group` if given.
+    fn file_message(
+        &self,
+        user: &FakeUser,
+        file: FakeFile,
+        caption: Option<&str>,
+        media_group: Option<&str>,
+    ) -> String {
         let (file_id, unique_id, size) = self.shelve(&file);
         let mut object = Map::new();
         object.insert("file_id".into(), json!(file_id));
         object.insert("file_unique_id".into(), json!(unique_id));
-        object.insert("file_size".into(), json!(size));
+        if !file.hide_size {
+            object.insert("file_size".into(), json!(size));
+        }
         if let Some(name) = &file.name {
             object.insert("file_name".into(), json!(name));
         }
@@ -109,10 +150,13 @@ impl FakeTelegram {
                 object.insert("height".into(), json!(960));
                 // Telegram sends a thumbnail and the full size; the thumbnail
                 // is a different file.
-                let thumbnail = json!({
+                let mut thumbnail = json!({
                     "file_id": format!("{file_id}-thumb"), "file_unique_id": format!("{unique_id}-t"),
                     "file_size": 1200, "width": 90, "height": 67
                 });
+                if file.hide_size {
+                    thumbnail.as_object_mut().expect("an object").remove("file_size");
+                }
                 json!([thumbnail, Value::Object(object)])
             }
             "voice" | "audio" | "video" => {
@@ -147,10 +191,12 @@ impl FakeTelegram {
         if let Some(caption) = caption {
             fields.insert("caption".into(), json!(caption));
         }
+        if let Some(group) = media_group {
+            fields.insert("media_group_id".into(), json!(group));
+        }
         state.remember(chat, message_id, &message);
         state.push_update("message", message);
         drop(state);
-        self.shared.poke.send_modify(|n| *n += 1);
         message_id.to_string()
     }
 
@@ -182,6 +228,7 @@ impl FakeTelegram {
                 bytes: Arc::new(file.bytes.clone()),
                 size,
                 serve: file.serve,
+                hide_size: file.hide_size,
             },
         );
         (file_id, unique_id, size)
@@ -209,12 +256,16 @@ pub(crate) fn get_file(shared: &Shared, params: &Map<String, Value>) -> Result<V
     if stored.size > BOT_DOWNLOAD_LIMIT {
         return Err(bad("Bad Request: file is too big"));
     }
-    Ok(json!({
+    let mut file = json!({
         "file_id": file_id,
         "file_unique_id": stored.unique_id,
         "file_size": stored.size,
         "file_path": stored.path,
-    }))
+    });
+    if stored.hide_size {
+        file.as_object_mut().expect("an object").remove("file_size");
+    }
+    Ok(file)
 }
 
 /// `GET /file/bot<token>/<file_path>`.
@@ -242,6 +293,29 @@ pub(crate) fn serve(shared: &Shared, path: &str) -> Response {
                 }
             });
             Body::from_stream(stream).into_response()
+        }
+        Serve::Rate(per_second) => {
+            const CHUNK: usize = 64 * 1024;
+            let length = bytes.len();
+            let pause = Duration::from_secs_f64(CHUNK as f64 / per_second.max(1) as f64);
+            let stream = futures::stream::unfold(0usize, move |at| {
+                let bytes = bytes.clone();
+                async move {
+                    if at >= bytes.len() {
+                        return None;
+                    }
+                    if at > 0 {
+                        tokio::time::sleep(pause).await;
+                    }
+                    let end = (at + CHUNK).min(bytes.len());
+                    Some((Ok::<_, std::io::Error>(Bytes::copy_from_slice(&bytes[at..end])), end))
+                }
+            });
+            (
+                [(header::CONTENT_LENGTH, length.to_string())],
+                Body::from_stream(stream),
+            )
+                .into_response()
         }
         Serve::Trickle => {
             let stream = futures::stream::unfold(0usize, move |index| {

@@ -334,3 +334,76 @@ fn the_bot_address_is_dropped_from_what_herald_reads() {
         assert_eq!(without_bot_address(text, "herald_test_bot"), expected, "{text}");
     }
 }
+
+#[test]
+fn a_file_without_a_stated_size_has_an_unknown_size_not_four_gigabytes() {
+    // `file_size` is optional in the Bot API's PhotoSize and Document.
+    let document = json!({
+        "message_id": 47, "from": ann(), "chat": private_chat(), "date": 1_735_689_600,
+        "document": {"file_id": "d", "file_unique_id": "d1", "file_name": "notes.txt", "mime_type": "text/plain"}
+    });
+    let inbound = accepted(&update("message", document), &rules());
+    assert_eq!(inbound.attachments[0].size, 0);
+    let photo = json!({
+        "message_id": 48, "from": ann(), "chat": private_chat(), "date": 1_735_689_600,
+        "photo": [{"file_id": "p", "file_unique_id": "p1", "width": 800, "height": 600}]
+    });
+    assert_eq!(accepted(&update("message", photo), &rules()).attachments[0].size, 0);
+}
+
+fn album_part(update_id: u64, message_id: i64, group: &str, caption: Option<&str>) -> Update {
+    let mut message = json!({
+        "message_id": message_id, "from": ann(), "chat": private_chat(), "date": 1_735_689_600,
+        "media_group_id": group,
+        "photo": [{"file_id": format!("f{message_id}"), "file_unique_id": format!("u{message_id}"), "width": 800, "height": 600, "file_size": 5000}]
+    });
+    if let Some(caption) = caption {
+        message["caption"] = json!(caption);
+    }
+    parse_update(json!({"update_id": update_id, "message": message}))
+}
+
+fn grouped(updates: &[Update]) -> Vec<InboundMessage> {
+    let messages = updates
+        .iter()
+        .map(|update| (album_of(update).map(str::to_owned), accepted(update, &rules())))
+        .collect();
+    group_albums(messages)
+}
+
+#[test]
+fn the_parts_of_an_album_are_one_message_named_by_its_first_part() {
+    let text = update("message", message(private_chat(), ann(), "before"));
+    let updates = [
+        text,
+        album_part(2, 51, "A1", None),
+        album_part(3, 50, "A1", Some("our trip")),
+        album_part(4, 52, "A1", None),
+        album_part(5, 60, "B2", None),
+    ];
+    let messages = grouped(&updates);
+    let shapes: Vec<(&str, &str, usize)> = messages
+        .iter()
+        .map(|m| (m.platform_message_id.as_str(), m.text.as_str(), m.attachments.len()))
+        .collect();
+    assert_eq!(
+        shapes,
+        [("1001:42", "before", 0), ("1001:50", "our trip", 3), ("1001:60", "", 1)]
+    );
+    let sources: Vec<&str> = messages[1]
+        .attachments
+        .iter()
+        .map(|a| a.source.as_deref().unwrap())
+        .collect();
+    assert_eq!(sources, ["f51", "f50", "f52"], "the files in the order they came");
+}
+
+#[test]
+fn an_album_at_the_end_of_a_poll_may_still_be_arriving() {
+    let text = update("message", message(private_chat(), ann(), "before"));
+    let done = [text.clone(), album_part(2, 50, "A1", None), text.clone()];
+    assert_eq!(album_tail(&done), 3);
+    let arriving = [text, album_part(2, 50, "A1", None), album_part(3, 51, "A1", None)];
+    assert_eq!(album_tail(&arriving), 1);
+    assert_eq!(album_tail(&[]), 0);
+}
