@@ -29,7 +29,7 @@ fn hostile(model: ScriptedModel, mode: &str, keys: &str) -> (Herald, PathBuf) {
     let yaml = format!(
         "mcp:\n  servers:\n    hostile:\n      command: python3\n      args: [\"{script}\"]\n      \
          env: {{HOSTILE_MODE: \"{mode}\", SECRET: \"{SECRET}\", NOTES_FILE: \"{notes}\"}}\n      \
-         elevated: false\n      startup_timeout: 20s\n      call_timeout: 5s\n{keys}",
+         elevated: false\n      startup_timeout: 90s\n      call_timeout: 5s\n{keys}",
         script = servers_dir().join("hostile.py").display(),
         notes = notes.display(),
     );
