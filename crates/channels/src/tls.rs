@@ -1,11 +1,34 @@
 //! The TLS set-up of the WebSocket adapters (Slack's Web API and Socket
 //! Mode, Discord's gateway): rustls with ring and the system's root
-//! certificates, read once per adapter. One function, so the two platforms
-//! cannot drift apart in what they trust.
+//! certificates, read once per adapter, and the one way they open a
+//! WebSocket. One place, so the two platforms cannot drift apart in what
+//! they trust or how much of a frame they take in.
 
 use std::sync::Arc;
 
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use tracing::warn;
+
+/// An open WebSocket to a platform, `wss://` (or `ws://` to a stand-in).
+pub type WebSocket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Opens a WebSocket to `url` trusting `tls`, refusing any message or frame
+/// over `max_message` bytes (the connection then fails, and the adapter
+/// connects again) so a hostile or broken peer cannot make Herald hold more.
+pub async fn connect_websocket(
+    url: &str,
+    tls: &Arc<rustls::ClientConfig>,
+    max_message: usize,
+) -> Result<WebSocket, tokio_tungstenite::tungstenite::Error> {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message));
+    let connector = Some(Connector::Rustls(Arc::clone(tls)));
+    let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(url, Some(config), true, connector).await?;
+    Ok(socket)
+}
 
 /// A client configuration trusting the system's roots. `platform` names
 /// who the connections go to in the warning when there are none.

@@ -187,6 +187,11 @@ async fn an_event_the_queue_could_not_take_is_not_acked_and_comes_again() {
     running.stop().await.unwrap();
 }
 
+/// How many Socket Mode URLs Herald asked for (`apps.connections.open`).
+fn connections_opened(fake: &FakeSlack) -> usize {
+    fake.calls().iter().filter(|m| *m == "apps.connections.open").count()
+}
+
 #[tokio::test]
 async fn a_refreshed_connection_is_reopened_and_events_keep_coming() {
     let fake = FakeSlack::start_with(options()).await;
@@ -194,16 +199,10 @@ async fn a_refreshed_connection_is_reopened_and_events_keep_coming() {
     assert!(fake.wait_until(WAIT, |f| f.connections() == 1).await);
     fake.send_dm(&fake.admin(), "before").await;
     running.sink.wait_for(1).await;
-    let opened = fake.calls().iter().filter(|m| *m == "apps.connections.open").count();
+    let opened = connections_opened(&fake);
     fake.request_reconnect("refresh_requested");
     assert!(
-        fake.wait_until(WAIT, |f| f
-            .calls()
-            .iter()
-            .filter(|m| *m == "apps.connections.open")
-            .count()
-            > opened
-            && f.connections() == 1)
+        fake.wait_until(WAIT, |f| connections_opened(f) > opened && f.connections() == 1)
             .await
     );
     fake.send_dm(&fake.admin(), "after").await;
@@ -235,13 +234,7 @@ async fn what_slack_sends_on_a_connection_it_is_replacing_is_acknowledged_there(
     assert!(waits[0] < Duration::from_secs(1), "acknowledged after {waits:?}");
     // The replacement was opened meanwhile; the old one is closed by Slack.
     assert!(
-        fake.wait_until(WAIT, |f| f
-            .calls()
-            .iter()
-            .filter(|m| *m == "apps.connections.open")
-            .count()
-            == 2
-            && f.connections() == 1)
+        fake.wait_until(WAIT, |f| connections_opened(f) == 2 && f.connections() == 1)
             .await
     );
     fake.send_dm(&fake.admin(), "after").await;

@@ -27,19 +27,13 @@ fn person(n: u64) -> FakeUser {
 /// Herald on the fake Bot API with `llm` keys added and `channels` keys
 /// (attachment caps), open to anyone.
 async fn setup(llm: &str, channels: &str) -> Setup<FakeTelegram> {
-    let setup = Setup::with_options(
-        FakeTelegram::start().await,
-        Options {
-            access_unknown: "allow",
-            extra: channels.to_owned(),
-            ..Options::default()
-        },
-    )
-    .await;
-    let config = std::fs::read_to_string(&setup.config).unwrap();
-    let config = config.replacen("  model: scripted\n", &format!("  model: scripted\n{llm}"), 1);
-    std::fs::write(&setup.config, config).unwrap();
-    setup
+    let options = Options {
+        access_unknown: "allow",
+        llm: llm.to_owned(),
+        extra: channels.to_owned(),
+        ..Options::default()
+    };
+    Setup::with_options(FakeTelegram::start().await, options).await
 }
 
 fn png(side: u32, shade: u8) -> Vec<u8> {

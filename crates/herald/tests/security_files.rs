@@ -29,18 +29,12 @@ fn person(n: u64) -> FakeUser {
 }
 
 async fn open_setup(llm: &str) -> Setup<FakeTelegram> {
-    let setup = Setup::with_options(
-        FakeTelegram::start().await,
-        Options {
-            access_unknown: "allow",
-            ..Options::default()
-        },
-    )
-    .await;
-    let config = std::fs::read_to_string(&setup.config).unwrap();
-    let config = config.replacen("  model: scripted\n", &format!("  model: scripted\n{llm}"), 1);
-    std::fs::write(&setup.config, config).unwrap();
-    setup
+    let options = Options {
+        access_unknown: "allow",
+        llm: llm.to_owned(),
+        ..Options::default()
+    };
+    Setup::with_options(FakeTelegram::start().await, options).await
 }
 
 /// What a sampler saw of Herald while it ran.

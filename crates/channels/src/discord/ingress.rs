@@ -28,13 +28,11 @@ use futures::{FutureExt, SinkExt, StreamExt};
 use herald_core::channel::ChannelIngress;
 use herald_core::{ChannelError, ChannelName, InboundSink};
 use secrecy::{ExposeSecret, SecretString};
-use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -43,6 +41,7 @@ use super::gateway::{self, AfterClose, Beat, Event, Frame, Heartbeat, Session};
 use super::model::Message;
 use super::payload::{self, CHANNEL, Place};
 use crate::retry::{LOOKUP, Retry, hand_over_all, pause, reconnect};
+use crate::tls;
 
 /// The largest gateway message Herald reads. Discord's dispatches are
 /// kilobytes, and a large guild's `GUILD_CREATE` without the member and
@@ -56,7 +55,7 @@ pub const MAX_BATCH: usize = 100;
 /// How long a new connection may take to say HELLO.
 const HELLO_WAIT: Duration = Duration::from_secs(20);
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+type Socket = tls::WebSocket;
 
 /// Receives from the gateway and hands messages to the sink.
 pub struct DiscordIngress {
@@ -169,22 +168,11 @@ impl DiscordIngress {
         };
         let url = state.session.url(&gateway);
         info!(gateway = %url, resuming = state.session.can_resume(), "connecting to the discord gateway");
-        let connector = Some(Connector::Rustls(self.tls.clone()));
-        let connect = tokio_tungstenite::connect_async_tls_with_config(
-            url.as_str(),
-            Some(
-                tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-                    .max_message_size(Some(MAX_GATEWAY_FRAME))
-                    .max_frame_size(Some(MAX_GATEWAY_FRAME)),
-            ),
-            true,
-            connector,
-        );
+        let connect = tls::connect_websocket(url.as_str(), &self.tls, MAX_GATEWAY_FRAME);
         let mut socket = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
             socket = connect => socket
-                .map_err(|err| ChannelError::Transient(format!("could not open the discord gateway: {err}")))?
-                .0,
+                .map_err(|err| ChannelError::Transient(format!("could not open the discord gateway: {err}")))?,
         };
         let ended = self.read(sink, &mut socket, state, bot_id, shutdown).await;
         let close = match &ended {

@@ -51,12 +51,12 @@ pub enum Classified {
     Ignored(&'static str),
 }
 
-/// Parses one mail (or only its header block: the text is then empty);
-/// `fallback_id` names a mail that has no Message-ID.
 /// The most attachments read out of one mail; the rest are counted. The
 /// gateway takes fewer still (`channels.attachments.max_files_per_message`).
 pub const MAX_ATTACHMENTS: usize = 64;
 
+/// Parses one mail (or only its header block: the text is then empty);
+/// `fallback_id` names a mail that has no Message-ID.
 pub fn classify(raw: &[u8], reading: Reading<'_>, fallback_id: &str) -> Classified {
     let own = reading.own;
     let Some(message) = MessageParser::default().parse(raw) else {

@@ -29,11 +29,11 @@ use super::config::{SlackConfig, SlackMode};
 use super::payload::{self, Addressing, BotIdentity};
 use super::socket::SocketMode;
 use super::{CHANNEL, signature};
+use crate::retry::persist;
 
 /// How long the names of a batch's new senders are waited for before the
 /// batch is stored and acknowledged without them.
 const NAME_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
-use crate::retry::persist;
 
 /// Dedup keys accepted lately, so a retried or doubled event (the
 /// `app_mention` beside its `message`) is not handed over twice.
@@ -109,12 +109,8 @@ impl Handler {
     /// of new senders never holds the acknowledgement past Slack's three
     /// seconds.
     pub(super) async fn name_senders(&self, prepared: &mut [Prepared]) {
-        let unknown: Vec<String> = prepared
-            .iter()
-            .map(|message| message.user().to_owned())
-            .filter(|user| self.api.known_name(user).is_none())
-            .collect();
-        if let Some(lookups) = self.api.learn_names(unknown) {
+        let senders = prepared.iter().map(|message| message.user().to_owned());
+        if let Some(lookups) = self.api.learn_names(senders.collect::<Vec<_>>()) {
             // On time out the lookups go on, detached, for later messages.
             let _ = tokio::time::timeout(NAME_WAIT, lookups).await;
         }

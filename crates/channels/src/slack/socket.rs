@@ -24,10 +24,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use slack_morphism::SlackApiToken;
 use slack_morphism::events::SlackPushEventCallback;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -35,6 +33,7 @@ use super::CHANNEL;
 use super::client::SlackApi;
 use super::ingress::{Handler, Prepared};
 use crate::retry::{hand_over_all, reconnect};
+use crate::tls;
 
 /// The largest Socket Mode message Herald reads: an envelope carries one
 /// event (a message is at most 40,000 characters, with its blocks), not the
@@ -55,7 +54,7 @@ const PING_EVERY: Duration = Duration::from_secs(10);
 /// taken for dead and replaced.
 const SILENCE_LIMIT: Duration = Duration::from_secs(35);
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+type Socket = tls::WebSocket;
 
 /// What a Socket Mode text frame asks of Herald.
 #[derive(Debug)]
@@ -269,22 +268,11 @@ impl SocketMode {
             () = shutdown.cancelled() => return Ok(None),
             url = self.api.open_connection(&self.app_token) => url?,
         };
-        let connector = Some(Connector::Rustls(self.api.tls.clone()));
-        let connect = tokio_tungstenite::connect_async_tls_with_config(
-            url.as_str(),
-            Some(
-                tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-                    .max_message_size(Some(MAX_ENVELOPE))
-                    .max_frame_size(Some(MAX_ENVELOPE)),
-            ),
-            true,
-            connector,
-        );
+        let connect = tls::connect_websocket(url.as_str(), &self.api.tls, MAX_ENVELOPE);
         let mut socket = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
             socket = connect => socket
-                .map_err(|err| ChannelError::Transient(format!("could not open the Socket Mode WebSocket: {err}")))?
-                .0,
+                .map_err(|err| ChannelError::Transient(format!("could not open the Socket Mode WebSocket: {err}")))?,
         };
         match self.read(number, &mut socket, shutdown).await {
             None => {

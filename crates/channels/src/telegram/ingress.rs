@@ -31,7 +31,9 @@ use crate::retry::{PERSIST, Retry, hand_over_all, persist};
 
 use super::client::TelegramApi;
 use super::config::{TelegramMode, WebhookConfig, generate_webhook_secret};
-use super::payload::{BotIdentity, CHANNEL, Classified, PayloadRules, album_of, album_tail, classify, group_albums};
+use super::payload::{
+    self, BotIdentity, CHANNEL, Classified, PayloadRules, album_of, album_tail, classify, group_albums,
+};
 
 /// Where polling progress is kept in the store's state.
 const STATE_SCOPE: &str = "telegram";
@@ -322,7 +324,7 @@ impl WebhookState {
     /// Hands the part `message` of album `group` over with the rest of it;
     /// whether the album was stored.
     async fn accept_album_part(self: &Arc<Self>, group: &str, message: InboundMessage) -> bool {
-        let key = format!("{}/{group}", message.conversation.id);
+        let key = payload::album_key(&message, group);
         let (album, first) = {
             let mut albums = self.albums.lock().expect("albums lock");
             match albums.get(&key) {

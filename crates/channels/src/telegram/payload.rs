@@ -265,7 +265,7 @@ pub fn group_albums(messages: Vec<(Option<String>, InboundMessage)>) -> Vec<Inbo
             grouped.push(message);
             continue;
         };
-        let key = format!("{}/{album}", message.conversation.id);
+        let key = album_key(&message, &album);
         match albums.iter().find(|(k, _)| *k == key) {
             Some((_, at)) => {
                 let first = &mut grouped[*at];
@@ -287,6 +287,11 @@ pub fn group_albums(messages: Vec<(Option<String>, InboundMessage)>) -> Vec<Inbo
         }
     }
     grouped
+}
+
+/// What names an album: its `media_group_id` within its conversation.
+pub fn album_key(message: &InboundMessage, media_group_id: &str) -> String {
+    format!("{}/{media_group_id}", message.conversation.id)
 }
 
 /// The message number in `<chat>:<message_id>`, for ordering album parts.

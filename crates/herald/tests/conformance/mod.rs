@@ -107,6 +107,8 @@ pub struct Options {
     pub access_unknown: &'static str,
     /// Appended to herald.yaml (top-level keys not written otherwise).
     pub extra: String,
+    /// Lines added under `llm:`, indented by two spaces (vision, limits).
+    pub llm: String,
     /// Actor ids listed in `admins` beside the fake's admin.
     pub more_admins: Vec<String>,
 }
@@ -117,6 +119,7 @@ impl Default for Options {
             storage_url: None,
             access_unknown: "pair",
             extra: String::new(),
+            llm: String::new(),
             more_admins: Vec::new(),
         }
     }
@@ -165,7 +168,7 @@ impl<P: FakePlatform> Setup<P> {
             .unwrap_or_else(|| format!("sqlite://{}", dir.path().join("herald.db").display()));
         let text = format!(
             "storage:\n  url: {storage_url}\n\
-             llm:\n  base_url: {base}\n  api_key: test-key\n  model: scripted\n  retry_base: 10ms\n  retry_max: 50ms\n\
+             llm:\n  base_url: {base}\n  api_key: test-key\n  model: scripted\n  retry_base: 10ms\n  retry_max: 50ms\n{llm}\
              queue:\n  lease: 2s\n\
              admins: [\"{channel}:{admin}\"{more_admins}]\n\
              access:\n  unknown: {unknown}\n\
@@ -182,6 +185,7 @@ impl<P: FakePlatform> Setup<P> {
             unknown = options.access_unknown,
             channel_yaml = platform.channel_yaml(),
             extra = options.extra,
+            llm = options.llm,
         );
         std::fs::write(&config, text).expect("write config");
         Self {

@@ -162,10 +162,9 @@ fn read(folder_name: &str, text: &str, findings: &mut Vec<Finding>) -> Option<Sk
     let name = read_name(folder_name, fields.get("name"), has_front_matter, &mut note)?;
 
     let description = match fields.get("description") {
-        // Shown by `herald skills` on a terminal: no escape sequences.
-        Some(Value::String(s)) if !s.trim().is_empty() => herald_core::text::printable(s.trim()),
+        Some(Value::String(s)) if !shown(s).is_empty() => shown(s),
         Some(Value::String(_)) | None if !has_front_matter => match first_paragraph(&body) {
-            Some(paragraph) => herald_core::text::printable(&paragraph),
+            Some(paragraph) => paragraph,
             None => {
                 note(Level::Unusable, "no description, and no body to take one from".into());
                 return None;
@@ -191,10 +190,8 @@ fn read(folder_name: &str, text: &str, findings: &mut Vec<Finding>) -> Option<Sk
         );
     }
 
-    let license =
-        optional_string("license", fields.get("license"), &mut note).map(|s| herald_core::text::printable(&s));
-    let compatibility = optional_string("compatibility", fields.get("compatibility"), &mut note)
-        .map(|s| herald_core::text::printable(&s));
+    let license = optional_string("license", fields.get("license"), &mut note).map(|s| shown(&s));
+    let compatibility = optional_string("compatibility", fields.get("compatibility"), &mut note).map(|s| shown(&s));
     if let Some(compatibility) = &compatibility {
         let chars = compatibility.chars().count();
         if chars == 0 || chars > MAX_COMPATIBILITY_CHARS {
@@ -366,10 +363,16 @@ fn split_front_matter(text: &str) -> Split<'_> {
 
 /// The first paragraph of a body that is not a heading (or the first heading
 /// when there is nothing else), as one line, at most the description limit.
+/// Text from the file as `herald skills` may show it on a terminal: no
+/// control characters or escape sequences, trimmed after they are gone.
+fn shown(text: &str) -> String {
+    herald_core::text::printable(text).trim().to_owned()
+}
+
 fn first_paragraph(body: &str) -> Option<String> {
     let paragraphs: Vec<String> = body
         .split("\n\n")
-        .map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" ").trim().to_owned())
+        .map(|p| p.lines().map(shown).collect::<Vec<_>>().join(" ").trim().to_owned())
         .filter(|p| !p.is_empty())
         .collect();
     let chosen = paragraphs
@@ -418,6 +421,18 @@ mod tests {
         assert_eq!(doc.metadata.get("requires-bins").map(String::as_str), Some("pdftotext"));
         assert_eq!(doc.allowed_tools, vec!["Bash", "Read"]);
         assert_eq!(doc.body, "# PDF\n\nUse pdftotext.");
+    }
+
+    /// Found by the fuzz target: control characters before a space were
+    /// taken out after trimming, leaving the description a leading space.
+    #[test]
+    fn controls_are_taken_out_before_text_is_trimmed() {
+        let from_body = check("notes", "\u{0}\u{0} Keep notes.\n");
+        assert_eq!(from_body.document.unwrap().description, "Keep notes.");
+        let from_field = check("x", &skill("name: x\ndescription: \"\\e \\a Reads mail.\"\n", "b"));
+        assert_eq!(from_field.document.unwrap().description, "Reads mail.");
+        let blank = check("x", &skill("name: x\ndescription: \"\\e\\a\"\n", "b"));
+        assert!(blank.document.is_none(), "{:?}", levels(&blank));
     }
 
     #[test]
