@@ -92,6 +92,51 @@ async fn a_config_others_can_read_with_a_secret_in_it_is_reported() {
     );
 }
 
+/// The forms a line-by-line check of key names missed: flow style, a
+/// password in a URL, an MCP server's headers and env, under keys of any
+/// name. Only the key paths are shown, never the values.
+#[tokio::test]
+async fn secrets_in_flow_style_urls_and_mcp_settings_of_a_readable_config_are_reported() {
+    let herald = Herald::start(
+        "mcp: {servers: {tracker: {url: \"http://127.0.0.1:9/mcp\", headers: {X-Api: mcp-header-literal}}, \
+         files: {command: \"true\", env: {ANY_NAME: mcp-env-literal}}}}\n",
+    )
+    .await;
+    let config = std::fs::read_to_string(&herald.config).unwrap();
+    let base = config.lines().find_map(|l| l.strip_prefix("  base_url: ")).unwrap();
+    let block = format!(
+        "llm:\n  base_url: {base}\n  api_key: test-key\n  model: scripted\n  max_retries: 1\n  retry_base: 10ms\n  retry_max: 50ms\n"
+    );
+    let flow = format!(
+        "llm: {{base_url: \"{}\", api_key: flow-literal, model: scripted, max_retries: 1}}\n",
+        base.replacen("://", "://me:url-literal@", 1)
+    );
+    assert!(config.contains(&block), "{config}");
+    let config = config.replace(&block, &flow);
+    std::fs::write(&herald.config, config).unwrap();
+    std::fs::set_permissions(&herald.config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let output = herald
+        .command(&["doctor"])
+        .stdout(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    let line = report.lines().find(|l| l.contains("config")).unwrap_or_default();
+    for key in [
+        "llm.api_key",
+        "llm.base_url",
+        "mcp.servers.tracker.headers.X-Api",
+        "mcp.servers.files.env.ANY_NAME",
+    ] {
+        assert!(line.starts_with("FAIL") && line.contains(key), "{key}: {report}");
+    }
+    assert!(
+        !report.contains("literal"),
+        "the secrets themselves are not shown: {report}"
+    );
+}
+
 #[tokio::test]
 async fn bytes_that_are_not_utf8_are_read_lossily_and_leave_no_task_behind() {
     let herald = Herald::start("").await;

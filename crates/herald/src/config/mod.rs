@@ -3,6 +3,7 @@
 //! and the key path, because a stranger deploying Herald will make typos.
 
 pub mod env;
+mod secrets;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -53,8 +54,11 @@ pub struct Config {
     /// removes from its own environment once they are loaded.
     #[serde(skip)]
     pub environment: Vec<String>,
-    /// Keys that hold a secret written into the file itself, when the file
-    /// is readable by other users (see [`exposed_secrets`]).
+    /// Keys that hold a secret written into the file itself rather than
+    /// read from the environment (see [`secrets::written`]).
+    #[serde(skip)]
+    pub written_secrets: Vec<String>,
+    /// [`Config::written_secrets`] when the file is readable by other users.
     #[serde(skip)]
     pub exposed_secrets: Vec<String>,
 }
@@ -133,7 +137,7 @@ impl Config {
         })?;
         let mut config = Self::parse(path, &text, |name| std::env::var(name).ok())?;
         if readable_by_others(path) {
-            config.exposed_secrets = exposed_secrets(&text);
+            config.exposed_secrets = config.written_secrets.clone();
         }
         // Relative skill folders and the heartbeat checklist are relative to
         // the config file, wherever Herald is started from.
@@ -180,6 +184,7 @@ impl Config {
                 key: Some(key).filter(|k| k != "."),
             }
         })?;
+        config.written_secrets = secrets::written(&config, &read);
         config.environment = read.into_iter().map(|(name, _)| name).collect();
         config.environment.dedup();
         config.check().map_err(|(key, message)| ConfigError {
@@ -257,45 +262,6 @@ fn hide_values(message: &str, read: &[(String, String)]) -> String {
         message = message.replace(value.as_str(), &format!("${{{name}}}"));
     }
     message
-}
-
-/// Keys whose values are credentials.
-const SECRET_KEYS: [&str; 9] = [
-    "api_key",
-    "token",
-    "bot_token",
-    "app_token",
-    "signing_secret",
-    "secret",
-    "password",
-    // An MCP server's `headers`.
-    "Authorization",
-    "authorization",
-];
-
-/// The keys of `text` that hold a secret written out in the file rather
-/// than read from the environment (`${VAR}`).
-pub fn exposed_secrets(text: &str) -> Vec<String> {
-    let mut keys = env::KeyPaths::default();
-    let mut found = Vec::new();
-    for line in text.lines() {
-        keys.observe(line);
-        let content = line.trim_start().trim_start_matches("- ");
-        let Some((key, value)) = content.split_once(':') else {
-            continue;
-        };
-        let key = key.trim();
-        let value = value
-            .split(" #")
-            .next()
-            .unwrap_or("")
-            .trim()
-            .trim_matches(|c| c == '"' || c == '\'');
-        if SECRET_KEYS.contains(&key) && !value.is_empty() && !value.contains("${") {
-            found.push(keys.path());
-        }
-    }
-    found
 }
 
 /// Whether users other than the owner may read the file.

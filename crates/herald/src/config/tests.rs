@@ -152,14 +152,69 @@ fn the_variables_a_file_read_are_remembered_for_removal() {
     assert_eq!(config.environment, ["OPENAI_API_KEY"]);
 }
 
+/// The secrets `text` holds written out, with `${TOKEN}` and `${PGPASS}`
+/// read from the environment.
+fn written(text: &str) -> Vec<String> {
+    let config = Config::parse(Path::new("herald.yaml"), text, |name| match name {
+        "TOKEN" => Some("xoxb-from-the-environment".into()),
+        "PGPASS" => Some("pg-from-the-environment".into()),
+        "PORT" => Some("5432".into()),
+        _ => None,
+    });
+    config.unwrap_or_else(|err| panic!("{err}")).written_secrets
+}
+
+/// Rows: a config → the keys whose secret is written in it. Every form YAML
+/// allows counts, since the parsed values are read, not the lines.
 #[test]
-fn secrets_written_into_the_file_are_found() {
-    let text = "llm:\n  api_key: sk-literal # oops\n  model: gpt\nchannels:\n  telegram:\n    token: \"${TELEGRAM_BOT_TOKEN}\"\n  email:\n    imap:\n      password: 'hunter2'\n    smtp:\n      password: \"\"\n";
-    assert_eq!(exposed_secrets(text), ["llm.api_key", "channels.email.imap.password"]);
-    assert!(exposed_secrets("llm:\n  api_key: \"${KEY}\"\n").is_empty());
-    let mcp = "mcp:\n  servers:\n    tracker:\n      url: https://h/mcp\n      headers:\n        Authorization: \"Bearer abc\"\n";
-    assert_eq!(exposed_secrets(mcp), ["mcp.servers.tracker.headers.Authorization"]);
-    assert!(exposed_secrets(&mcp.replace("Bearer abc", "Bearer ${TOKEN}")).is_empty());
+fn secrets_written_into_the_file_are_found_in_any_form() {
+    let email = "channels:\n  email:\n    from: h@example.com\n    imap: {host: imap.example.com, username: h, password: hunter2}\n    smtp: {host: smtp.example.com, password: \"${TOKEN}\"}\n";
+    for (text, keys) in [
+        (
+            "llm:\n  api_key: sk-literal # oops\n  model: gpt\n",
+            vec!["llm.api_key"],
+        ),
+        ("llm: {api_key: sk-literal, model: gpt}\n", vec!["llm.api_key"]),
+        ("llm:\n  api_key: \"${TOKEN}\"\n", vec![]),
+        ("llm:\n  api_key: \"\"\n", vec![]),
+        (
+            "llm:\n  base_url: https://me:hunter2@models.example.com/v1\n",
+            vec!["llm.base_url"],
+        ),
+        ("llm:\n  base_url: https://me@models.example.com/v1\n", vec![]),
+        (
+            "storage:\n  url: postgres://herald:hunter2@db:5432/herald\n",
+            vec!["storage.url"],
+        ),
+        (
+            "storage:\n  url: postgres://herald:${PGPASS}@db:${PORT}/herald\n",
+            vec![],
+        ),
+        // A short `${VAR}` elsewhere in the value does not excuse it.
+        (
+            "storage:\n  url: postgres://herald:hunter5432@db:${PORT}/herald\n",
+            vec!["storage.url"],
+        ),
+        (email, vec!["channels.email.imap.password"]),
+        (
+            "channels:\n  telegram:\n    token: \"123:abc\"\n  slack: {bot_token: \"${TOKEN}\", app_token: xapp-1}\n",
+            vec!["channels.telegram.token", "channels.slack.app_token"],
+        ),
+        (
+            "mcp:\n  servers:\n    tracker:\n      url: https://h/mcp\n      headers: {Authorization: \"Bearer abc\"}\n",
+            vec!["mcp.servers.tracker.headers.Authorization"],
+        ),
+        (
+            "mcp:\n  servers:\n    tracker:\n      url: https://h/mcp\n      headers:\n        Authorization: \"Bearer ${TOKEN}\"\n",
+            vec![],
+        ),
+        (
+            "mcp:\n  servers:\n    files:\n      command: npx\n      env:\n        GITHUB_TOKEN: ghp_literal\n        API_KEY: ${TOKEN}\n",
+            vec!["mcp.servers.files.env.GITHUB_TOKEN"],
+        ),
+    ] {
+        assert_eq!(written(text), keys, "{text}");
+    }
 }
 
 #[test]
