@@ -161,3 +161,75 @@ async fn bytes_that_are_not_utf8_are_read_lossily_and_leave_no_task_behind() {
     let again = herald.chat("ann", "").await;
     assert!(reply_texts(&again).is_empty());
 }
+
+/// The hardening of `hardening.rs` on the running binary, not on a test
+/// process calling its functions: once `herald chat` has answered, its
+/// `/proc` files belong to root though it runs as another user (the kernel
+/// does that only for a non-dumpable process, which cannot be traced or
+/// dumped, and whose environment and memory other users cannot read).
+#[tokio::test]
+async fn the_running_binary_is_non_dumpable_so_its_environment_is_root_only() {
+    use std::os::unix::fs::MetadataExt;
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let herald = Herald::start("").await;
+    // The API key comes from the environment, as the docs ask.
+    let config = std::fs::read_to_string(&herald.config).unwrap();
+    let config = config.replace("api_key: test-key", "api_key: ${HERALD_TEST_CANARY_KEY}");
+    std::fs::write(&herald.config, config).unwrap();
+    // Run as a user other than root, so ownership by root tells.
+    let user = if rustix::process::geteuid().is_root() {
+        65534
+    } else {
+        rustix::process::geteuid().as_raw()
+    };
+    for entry in walk(herald.dir.path()) {
+        std::os::unix::fs::chown(&entry, Some(user), Some(user)).unwrap();
+    }
+    let mut command = herald.command(&["chat", "--json", "--user", "ann"]);
+    command
+        .uid(user)
+        .gid(user)
+        .env("HERALD_TEST_CANARY_KEY", "sk-canary-from-the-environment")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = command.spawn().unwrap();
+    let pid = child.id().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut replies = BufReader::new(child.stdout.take().unwrap()).lines();
+    stdin.write_all(b"hello\n").await.unwrap();
+    let reply = tokio::time::timeout(std::time::Duration::from_secs(30), replies.next_line())
+        .await
+        .expect("herald answers")
+        .unwrap()
+        .expect("a reply line");
+    assert!(reply.contains("echo: hello"), "{reply}");
+
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert!(
+        uid_line.split_whitespace().skip(1).all(|id| id == user.to_string()),
+        "{uid_line}"
+    );
+    for file in ["status", "environ", "mem"] {
+        let owner = std::fs::metadata(format!("/proc/{pid}/{file}")).unwrap().uid();
+        assert_eq!(owner, 0, "/proc/{pid}/{file} of a process running as {user}");
+    }
+    drop(stdin);
+    let _ = child.wait().await;
+}
+
+/// `dir` and everything in it.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = vec![dir.to_owned()];
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}

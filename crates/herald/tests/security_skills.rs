@@ -201,13 +201,14 @@ async fn the_model_cannot_approve_its_own_call_or_command_herald_through_a_sched
 
 /// Reads every process environment it can and reports whether any holds
 /// the canary Herald was started with.
-const PROBE: &str = "id -u\nfound=no\nfor f in /proc/[0-9]*/environ; do\n  if tr '\\0' '\\n' < \"$f\" 2>/dev/null | grep -q sk-canary-; then found=\"yes $f\"; fi\ndone\necho \"found=$found\"\n";
+const PROBE: &str = "id -u\necho \"env=$(tr '\\0' '\\n' < /proc/$$/environ | cut -d= -f1 | sort | tr '\\n' ' ')\"\nfound=no\nfor f in /proc/[0-9]*/environ; do\n  if tr '\\0' '\\n' < \"$f\" 2>/dev/null | grep -q sk-canary-; then found=\"yes $f\"; fi\ndone\necho \"found=$found\"\n";
 
 /// A script reading `/proc/*/environ` finds none of Herald's secrets, held
-/// in a cgroup (what Herald picks on this machine) or under the subreaper.
+/// in a cgroup (forced, or what `auto` picks) or under the subreaper, and its
+/// process environment is exactly the four variables Herald gives it.
 #[tokio::test]
 async fn a_script_finds_no_secret_of_heralds_in_any_environment() {
-    for containment in ["auto", "subreaper"] {
+    for containment in containments() {
         let site = Site::new();
         site.skill("probe", &[("probe.sh", PROBE)]);
         let herald = site.herald(
@@ -233,10 +234,25 @@ async fn a_script_finds_no_secret_of_heralds_in_any_environment() {
         let result = &tool_results(&herald.model.requests()[1])[0].1;
         assert!(result.contains("found=no"), "{containment}: {result}");
         assert!(result.starts_with("exit 0"), "{containment}: {result}");
+        // What Herald gave the script's process, without what a shell adds.
+        let names = result.lines().find_map(|l| l.strip_prefix("env=")).unwrap();
+        assert_eq!(names.trim(), "HERALD_OUT_DIR HOME LANG PATH", "{containment}: {result}");
         let uid = result.lines().nth(1).unwrap();
         if nix_is_root() {
             assert_eq!(uid, "65534", "{containment}: scripts run as nobody when Herald is root");
         }
+    }
+}
+
+/// Every `skills.script_containment` to run a test under: `cgroup` forced
+/// as well as what `auto` picks, where Herald can create cgroups (as root,
+/// which CI is); elsewhere the test says on stderr that it was left out.
+fn containments() -> Vec<&'static str> {
+    if nix_is_root() {
+        vec!["auto", "subreaper", "cgroup"]
+    } else {
+        eprintln!("NOT TESTED: script_containment: cgroup needs root");
+        vec!["auto", "subreaper"]
     }
 }
 
@@ -260,7 +276,7 @@ async fn a_child_that_escapes_its_script_dies_with_it_and_the_chat_ends() {
                           until [ -s setsid.pid ] && [ -s double.pid ]; do sleep 0.01; done\n\
                           echo \"escaped $(cat setsid.pid) $(cat double.pid)\"\n\
                           head -c 5000 /dev/zero | tr '\\0' y; echo; echo done\n";
-    for containment in ["auto", "subreaper"] {
+    for containment in containments() {
         let site = Site::new();
         site.skill("escape", &[("escape.sh", ESCAPE)]);
         let herald = site.herald(
@@ -345,11 +361,13 @@ async fn messages_replayed_in_another_order_after_a_crash_are_not_sent_again() {
     );
 }
 
-/// A non-admin's model tries a schedule every second, then cancels the
-/// admin's schedule: both are refused, and the admin's schedule stays.
+/// A non-admin's model tries a schedule every second, cancels the admin's
+/// schedule, adds one more than `schedules.max_per_user` and lists what is
+/// scheduled: the flood and the cancel are refused, the schedules past the
+/// cap too, the listing shows only its own, and the admin's schedule stays.
 #[tokio::test]
 async fn a_non_admins_model_cannot_flood_schedules_or_cancel_anothers() {
-    let herald = Herald::start("heartbeat:\n  every: 0\n").await;
+    let herald = Herald::start("heartbeat:\n  every: 0\nschedules:\n  max_per_user: 3\n").await;
     let hello = herald.chat("owner", "hello\n").await;
     assert!(hello.status.success(), "{}", stderr(&hello));
     let added = cli(
@@ -369,24 +387,47 @@ async fn a_non_admins_model_cannot_flood_schedules_or_cancel_anothers() {
     .unwrap();
     assert!(added.status.success(), "{}", stderr(&added));
 
-    herald.model.push(Reply::ToolCalls(vec![
+    let mut calls = vec![
         (
             "schedule_task".to_owned(),
             json!({"when": "every 1s", "instruction": "Ping"}),
         ),
         ("cancel_schedule".to_owned(), json!({"id": 1})),
-    ]));
+    ];
+    for n in 1..=4 {
+        calls.push((
+            "schedule_task".to_owned(),
+            json!({"when": "every 1h", "instruction": format!("Water the plants {n}")}),
+        ));
+    }
+    herald.model.push(Reply::ToolCalls(calls));
+    herald.model.push(Reply::tool_call("list_schedules", json!({})));
     herald.model.push(Reply::text("tried"));
     let output = herald.chat("mallory", "go\n").await;
     assert!(output.status.success(), "{}", stderr(&output));
     let requests = herald.model.requests();
-    let results = tool_results(requests.last().unwrap());
+    let results = tool_results(&requests[requests.len() - 2]);
     assert!(results[0].1.contains("at most once every 5m"), "{results:?}");
     assert!(results[1].1.contains("no schedule 1 here"), "{results:?}");
+    for (n, (_, result)) in results[2..5].iter().enumerate() {
+        assert!(!result.starts_with("error:"), "schedule {}: {result}", n + 1);
+    }
+    assert!(
+        results[5].1.contains("you have 3 schedules with runs to come, the most allowed"),
+        "{results:?}"
+    );
+    let listed_by_mallory = &tool_results(requests.last().unwrap()).last().unwrap().1.clone();
+    assert!(
+        listed_by_mallory.contains("Water the plants 3")
+            && !listed_by_mallory.contains("Water the plants 4")
+            && !listed_by_mallory.contains("Backups"),
+        "a non-admin lists only its own: {listed_by_mallory}"
+    );
     let listed = cli(&herald, &["schedule", "list"]).output().await.unwrap();
     let listing = String::from_utf8_lossy(&listed.stdout);
     assert!(
-        listing.contains("#1 every 1h") && !listing.contains("Ping"),
+        listing.contains("#1 every 1h") && !listing.contains("Ping") && !listing.contains("plants 4"),
         "{listing}"
     );
+    assert_eq!(listing.matches("Water the plants").count(), 3, "{listing}");
 }

@@ -95,8 +95,9 @@ fn database_files(database: &std::path::Path) -> [std::path::PathBuf; 3] {
 }
 
 /// History and queued messages are nobody else's business: a fresh
-/// database and its `-wal` and `-shm` files are readable by their owner only,
-/// whatever the umask lets others read.
+/// database, its `-wal` and `-shm` files and the lock files beside it (a
+/// process's liveness lock, a named lock such as the scheduler's) are
+/// readable by their owner only, whatever the umask lets others read.
 #[tokio::test]
 async fn a_new_database_is_private_to_its_owner() {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
@@ -105,7 +106,17 @@ async fn a_new_database_is_private_to_its_owner() {
     let storage = open(&format!("sqlite://{}", path.display())).await.unwrap();
     storage.migrate().await.unwrap();
     storage.queue().enqueue(message("test:ann", "private")).await.unwrap();
+    let _lock = storage.locks().try_acquire("scheduler").await.unwrap().unwrap();
     for file in database_files(&path) {
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    let locks: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|file| file.extension().is_some_and(|e| e == "lock"))
+        .collect();
+    assert!(locks.len() >= 2, "a liveness lock and the named one: {locks:?}");
+    for file in locks {
         assert_eq!(mode(&file), 0o600, "{}", file.display());
     }
     storage.close().await;

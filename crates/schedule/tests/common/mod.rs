@@ -36,7 +36,8 @@ pub async fn sqlite_harness(now: &str) -> Harness {
     Harness::open(storage_config, dir, None, now).await
 }
 
-/// `None` (and a loud note) without `HERALD_TEST_POSTGRES_URL`.
+/// `None` when the PostgreSQL tests are skipped on purpose (see
+/// `TestDatabase::from_env`).
 pub async fn postgres_harness(now: &str) -> Option<Harness> {
     let database = TestDatabase::from_env("herald_s").await?;
     let storage_config = StorageConfig {
