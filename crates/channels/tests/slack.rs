@@ -123,7 +123,15 @@ async fn envelopes_that_arrive_together_are_stored_together_in_order_and_acked_o
         .await;
     sent.push("and a mention".into());
     fake.send_slash_command(&admin, GENERAL, "/herald", "status");
-    // Let the frames reach Herald's socket before the store recovers.
+    // Herald has read what came while the queue stalled and waits to hand
+    // it over (the first hand-over was "first"); the rest are given time to
+    // reach its socket before the store recovers.
+    let handed = tokio::time::timeout(WAIT, async {
+        while running.sink.handovers.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    handed.await.expect("a hand-over waits at the stalled queue");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fake.unacked(), 14, "nothing is acknowledged before the queue has it");
     drop(stalled);

@@ -413,7 +413,9 @@ async fn a_non_admins_model_cannot_flood_schedules_or_cancel_anothers() {
         assert!(!result.starts_with("error:"), "schedule {}: {result}", n + 1);
     }
     assert!(
-        results[5].1.contains("you have 3 schedules with runs to come, the most allowed"),
+        results[5]
+            .1
+            .contains("you have 3 schedules with runs to come, the most allowed"),
         "{results:?}"
     );
     let listed_by_mallory = &tool_results(requests.last().unwrap()).last().unwrap().1.clone();

@@ -27,6 +27,9 @@ pub struct Recorder {
     pub batches: Mutex<Vec<usize>>,
     /// Held for writing, it stalls the store: `accept_all` waits for it.
     pub gate: tokio::sync::RwLock<()>,
+    /// `accept_all` calls begun, stalled or not: a hand-over waiting at the
+    /// gate is one.
+    pub handovers: AtomicUsize,
 }
 
 #[async_trait]
@@ -55,6 +58,7 @@ impl InboundSink for Recorder {
     }
 
     async fn accept_all(&self, messages: Vec<InboundMessage>) -> Taken {
+        self.handovers.fetch_add(1, Ordering::SeqCst);
         let _open = self.gate.read().await;
         self.batches.lock().unwrap().push(messages.len());
         accept_one_by_one(self, messages).await

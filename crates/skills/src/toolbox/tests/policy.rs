@@ -270,11 +270,19 @@ async fn a_loud_script_costs_kilobytes_in_the_store_and_the_prompt() {
 
     let receipts = fixture.store.list_state("skill_receipts:local:alice").await.unwrap();
     let stored = receipts[0].1["output"].as_str().unwrap();
-    assert!(stored.len() <= 16 * 1024, "{} bytes of output in the receipt", stored.len());
+    assert!(
+        stored.len() <= 16 * 1024,
+        "{} bytes of output in the receipt",
+        stored.len()
+    );
     assert!(stored.contains("left out"));
     assert_eq!(receipts[0].1["output_truncated"], json!(true));
     let records = fixture.store.list_state("skill_calls:6").await.unwrap();
     let recorded = records[0].1["content"].as_str().unwrap();
-    assert!(recorded.len() <= 16 * 1024, "{} bytes of output in the call record", recorded.len());
+    assert!(
+        recorded.len() <= 16 * 1024,
+        "{} bytes of output in the call record",
+        recorded.len()
+    );
     assert!(recorded.contains("START") && recorded.contains("left out"));
 }

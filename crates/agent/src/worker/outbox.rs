@@ -1,0 +1,133 @@
+//! The outbox's sending side: each slot of a task's output (its notices,
+//! its reply, the failure notice) is sent at most once, its receipt checked
+//! before the send and written after it, the reply's with the task's
+//! completion in one round trip.
+
+use herald_core::{
+    DeliveryReceipt, Lease, OutboundMessage, RetryClass, StoreError, TaskId, TaskPayload, TaskQueue, TurnScope,
+};
+use tracing::{debug, info, warn};
+
+use super::{Agent, Failure};
+
+impl Agent {
+    /// Sends one slot of a task's output once: skipped when a receipt exists.
+    /// Returns the receipt when it is to be written with the completion.
+    pub(super) async fn deliver(
+        &self,
+        task: TaskId,
+        slot: &str,
+        scope: &TurnScope,
+        text: &str,
+        receipts: Receipts,
+        written: Written,
+    ) -> Result<Option<DeliveryReceipt>, Failure> {
+        let conversations = &self.parts.conversations;
+        if receipts == Receipts::Check
+            && conversations
+                .delivery(task, slot)
+                .await
+                .map_err(Failure::store)?
+                .is_some()
+        {
+            debug!(slot, "already delivered");
+            return Ok(None);
+        }
+        let message = OutboundMessage {
+            conversation: scope.conversation.clone(),
+            text: text.to_owned(),
+            reply_to: scope.reply_to.clone(),
+            idempotency_key: Some(format!("task:{task}:{slot}")),
+            files: Vec::new(),
+        };
+        let sent = self
+            .parts
+            .outbound
+            .send(&message)
+            .await
+            .map_err(|err| match err.retry_class() {
+                RetryClass::Fatal => Failure::GiveUp(format!("sending {slot} failed: {err}")),
+                _ => Failure::Retry(format!("sending {slot} failed: {err}")),
+            })?;
+        let receipt = DeliveryReceipt {
+            task,
+            slot: slot.to_owned(),
+            conversation: scope.conversation.id.clone(),
+            platform_message_ids: sent.platform_message_ids,
+            delivered_at: chrono::Utc::now(),
+        };
+        match written {
+            Written::WithCompletion => {
+                debug!(
+                    slot,
+                    chars = text.chars().count(),
+                    "sent; the receipt goes with the completion"
+                );
+                Ok(Some(receipt))
+            }
+            Written::Now => {
+                conversations.record_delivery(&receipt).await.map_err(Failure::store)?;
+                info!(slot, chars = text.chars().count(), "delivered");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Tells the user their message could not be handled, once.
+    pub(super) async fn notify_failure(&self, lease: &Lease, scope: &TurnScope) {
+        if !matches!(lease.task.payload, TaskPayload::Message(_)) {
+            return;
+        }
+        if let Err(err) = self
+            .deliver(
+                lease.task.id,
+                "failure",
+                scope,
+                &self.parts.config.failure_notice,
+                Receipts::Check,
+                Written::Now,
+            )
+            .await
+        {
+            warn!(error = ?err, "could not tell the user about the failure");
+        }
+    }
+}
+
+/// Completes a served task, with its last receipt when it has one.
+/// "delivered" is logged once a receipt is stored, as for every slot.
+pub(super) async fn complete(queue: &dyn TaskQueue, lease: &Lease, served: Served) -> Result<(), StoreError> {
+    let Some(receipt) = served.last_receipt else {
+        return queue.complete(lease).await;
+    };
+    let completed = queue.complete_delivered(lease, &receipt).await;
+    if matches!(completed, Ok(()) | Err(StoreError::LeaseLost(_))) {
+        info!(slot = %receipt.slot, "delivered");
+    }
+    completed
+}
+
+/// What a served task leaves for its completion.
+#[derive(Debug, Default)]
+pub(super) struct Served {
+    /// The receipt of its last message, written with the completion (one
+    /// round trip instead of two).
+    pub(super) last_receipt: Option<DeliveryReceipt>,
+}
+
+/// When a slot's receipt is written: right after the send, or with the
+/// task's completion (the reply, the task's last send). Either way before
+/// the task is done, so a retry finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Written {
+    Now,
+    WithCompletion,
+}
+
+/// Whether a slot may have a receipt already, and must be looked up first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Receipts {
+    Check,
+    /// The slot cannot have been sent before (see `record_then_deliver`).
+    NoneYet,
+}
