@@ -1,15 +1,14 @@
-//! The TLS set-up of the WebSocket adapters (Slack's Web API and Socket
-//! Mode, Discord's gateway): rustls with ring and the system's root
-//! certificates, read once per adapter, and the one way they open a
-//! WebSocket. One place, so the two platforms cannot drift apart in what
-//! they trust or how much of a frame they take in.
+//! The one way the WebSocket adapters (Slack's Socket Mode, Discord's
+//! gateway) open a WebSocket: with the TLS configuration of
+//! [`herald_net::ClientTls`] that every other client uses too, and a cap on
+//! how much of a message they take in. One place, so the two platforms
+//! cannot drift apart in either.
 
 use std::sync::Arc;
 
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
-use tracing::warn;
 
 /// An open WebSocket to a platform, `wss://` (or `ws://` to a stand-in).
 pub type WebSocket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -28,26 +27,4 @@ pub async fn connect_websocket(
     let connector = Some(Connector::Rustls(Arc::clone(tls)));
     let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(url, Some(config), true, connector).await?;
     Ok(socket)
-}
-
-/// A client configuration trusting the system's roots. `platform` names
-/// who the connections go to in the warning when there are none.
-pub fn client_config(platform: &str) -> Arc<rustls::ClientConfig> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    let found = rustls_native_certs::load_native_certs();
-    let (added, _) = roots.add_parsable_certificates(found.certs);
-    if added == 0 {
-        warn!(
-            errors = found.errors.len(),
-            "no system root certificates; TLS to {platform} will fail"
-        );
-    }
-    Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    )
 }

@@ -60,6 +60,7 @@ impl Harness {
             std::sync::Arc::new(herald_core::LocalLimiter::new(std::sync::Arc::new(
                 herald_core::SteadyClock::new(),
             ))),
+            &Default::default(),
         )
         .unwrap();
         let intake = Arc::new(AttachmentIntake::new(

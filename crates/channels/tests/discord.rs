@@ -55,7 +55,7 @@ fn start_with(yaml: &str) -> Running {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let yaml = yaml.replace("\n    ", "\n");
     let config: DiscordConfig = serde_yaml::from_str(yaml.trim_start()).expect("config parses");
-    let parts = discord::build(&config, local_limiter()).expect("the channel builds");
+    let parts = discord::build(&config, local_limiter(), &Default::default()).expect("the channel builds");
     let sink = Arc::new(Recorder::default());
     let shutdown = CancellationToken::new();
     let (task_sink, task_shutdown) = (sink.clone() as Arc<dyn InboundSink>, shutdown.clone());

@@ -41,7 +41,7 @@ async fn storage(url: &str) -> Storage {
 
 fn outbound(fake: &FakeTelegram, limiter: Arc<dyn SendLimiter>) -> Arc<dyn ChannelOutbound> {
     let config: TelegramConfig = serde_yaml::from_str(&fake.channel_yaml()).expect("the fake's yaml");
-    telegram::build(&config, None, limiter)
+    telegram::build(&config, None, limiter, &Default::default())
         .expect("the channel builds")
         .outbound
 }

@@ -47,7 +47,7 @@ impl Running {
 }
 
 fn start(yaml: &str) -> Running {
-    let parts = slack::build(&config(yaml), local_limiter()).expect("the channel builds");
+    let parts = slack::build(&config(yaml), local_limiter(), &Default::default()).expect("the channel builds");
     let sink = Arc::new(Recorder::default());
     let shutdown = CancellationToken::new();
     let ingress = parts.ingress.clone();
@@ -290,7 +290,7 @@ async fn replies_go_to_the_thread_in_chunks_and_wait_out_a_429() {
 #[tokio::test]
 async fn wrong_tokens_stop_the_channel_and_probe_names_the_bot() {
     let fake = FakeSlack::start_with(options()).await;
-    let good = slack::build(&config(&fake.channel_yaml()), local_limiter()).unwrap();
+    let good = slack::build(&config(&fake.channel_yaml()), local_limiter(), &Default::default()).unwrap();
     let description = good.ingress.probe().await.expect("the probe passes");
     assert!(
         description.contains("herald (U0HERALD01) in Herald Fake"),

@@ -96,7 +96,7 @@ fn local_limiter() -> Arc<dyn herald_core::SendLimiter> {
 }
 
 fn build(yaml: &str, store: Arc<dyn ConversationStore>) -> Built {
-    telegram::build(&config(yaml), Some(store), local_limiter()).expect("valid telegram config")
+    telegram::build(&config(yaml), Some(store), local_limiter(), &Default::default()).expect("valid telegram config")
 }
 
 /// Runs the ingress in the background until the returned token is cancelled.

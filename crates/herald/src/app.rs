@@ -61,7 +61,7 @@ impl App {
             answer_tokens: config.llm.max_tokens,
             max_prompt_chars: config.llm.context_chars,
         };
-        let mcp = Arc::new(McpClient::new(&config.mcp));
+        let mcp = Arc::new(McpClient::new(&config.mcp, &config.client_tls));
         Ok(Self {
             config,
             storage,
@@ -187,15 +187,16 @@ impl App {
     /// is set.
     pub fn attachment_reader(&self) -> Arc<AttachmentReader> {
         let llm = &self.config.llm;
-        let transcriber = llm.transcription.as_ref().and_then(|config| {
-            match herald_llm::OpenAiTranscriber::new(config, &llm.api_key) {
-                Ok(transcriber) => Some(Arc::new(transcriber) as Arc<dyn herald_core::Transcriber>),
-                Err(err) => {
-                    tracing::warn!(error = %err, "voice notes will not be transcribed");
-                    None
-                }
-            }
-        });
+        let transcriber =
+            llm.transcription
+                .as_ref()
+                .and_then(|config| match herald_llm::OpenAiTranscriber::new(config, llm) {
+                    Ok(transcriber) => Some(Arc::new(transcriber) as Arc<dyn herald_core::Transcriber>),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "voice notes will not be transcribed");
+                        None
+                    }
+                });
         Arc::new(AttachmentReader {
             files: self.storage.files(),
             vision: llm.vision.enabled_for(&llm.model),

@@ -17,6 +17,7 @@ use herald_core::{
     Admins, ChannelIngress, ChannelName, ChannelStatus, ConversationStore, ExclusiveLocks, HeldLock, InboundSink,
     LocalLimiter, Outbound, SendLimiter, SteadyClock, StoreError,
 };
+use herald_net::ClientTls;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, info, info_span, warn};
@@ -33,29 +34,32 @@ pub struct Channels {
 /// The adapters `config` asks for, not yet connected. `store` is where
 /// adapters keep their progress (Telegram's update offset); `None` when only
 /// probing (`herald doctor`). Every channel keeps its send windows in
-/// `limiter` (see [`send_limiter`]).
+/// `limiter` (see [`send_limiter`]); every connection trusts `tls`.
 pub fn build(
     config: &ChannelsConfig,
     store: Option<Arc<dyn ConversationStore>>,
     limiter: Arc<dyn SendLimiter>,
+    tls: &ClientTls,
 ) -> Result<Channels> {
     if let Err((key, message)) = config.check() {
         anyhow::bail!("{key}: {message}");
     }
     let mut built: Vec<Built> = Vec::new();
     if let Some(discord) = &config.discord {
-        built.push(herald_channels::discord::build(discord, limiter.clone()).context("channels.discord")?);
+        built.push(herald_channels::discord::build(discord, limiter.clone(), tls).context("channels.discord")?);
     }
     if let Some(telegram) = &config.telegram {
         built.push(
-            herald_channels::telegram::build(telegram, store.clone(), limiter.clone()).context("channels.telegram")?,
+            herald_channels::telegram::build(telegram, store.clone(), limiter.clone(), tls)
+                .context("channels.telegram")?,
         );
     }
     if let Some(slack) = &config.slack {
-        built.push(herald_channels::slack::build(slack, limiter.clone()).context("channels.slack")?);
+        built.push(herald_channels::slack::build(slack, limiter.clone(), tls).context("channels.slack")?);
     }
     if let Some(email) = &config.email {
-        built.push(herald_channels::email::build(email, store.clone(), limiter.clone()).context("channels.email")?);
+        built
+            .push(herald_channels::email::build(email, store.clone(), limiter.clone(), tls).context("channels.email")?);
     }
     let mut outbound = Outbound::new();
     let mut ingress: Vec<Arc<dyn ChannelIngress>> = Vec::new();

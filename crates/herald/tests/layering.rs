@@ -1,5 +1,5 @@
 //! The workspace's layering rule, checked: a library crate depends on
-//! `herald-core` (and, for HTTP, `herald-net`) and on no other sibling; only
+//! `herald-core` (and, for HTTP and TLS, `herald-net`) and on no other sibling; only
 //! the binaries (`herald`, `herald-bench`) wire them all.
 //! (Dev-dependencies are free: tests may use the real store and the testkit.)
 
@@ -8,17 +8,18 @@ use std::path::Path;
 /// Our crates each library crate may depend on (normal dependencies only).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("core", &[]),
-    // How Herald speaks HTTP: infrastructure beside core, depending on no
-    // crate of ours, so every adapter serves the public the same bounded way.
+    // How Herald speaks HTTP and TLS: infrastructure beside core, depending
+    // on no crate of ours, so every adapter serves the public the same
+    // bounded way and every client trusts the same roots.
     ("net", &[]),
     ("store", &["herald-core"]),
-    ("llm", &["herald-core"]),
+    ("llm", &["herald-core", "herald-net"]),
     ("agent", &["herald-core"]),
     ("skills", &["herald-core"]),
     ("channels", &["herald-core", "herald-net"]),
     ("testkit", &["herald-core"]),
     ("schedule", &["herald-core"]),
-    ("mcp", &["herald-core"]),
+    ("mcp", &["herald-core", "herald-net"]),
 ];
 
 /// Names of `herald-*` crates listed under `[dependencies]` of a manifest.

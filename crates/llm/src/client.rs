@@ -2,7 +2,7 @@
 //! `llm.stream`, as server-sent events read here), one HTTP attempt.
 //!
 //! The async-openai client is built from our own `reqwest::Client` (timeouts,
-//! the process's rustls provider) with [`SingleAttempt`] installed as its HTTP
+//! the trust `LlmConfig::tls` hands down) with [`SingleAttempt`] installed as its HTTP
 //! service, which removes async-openai's built-in retry layer; retries belong
 //! to [`crate::Retrying`] alone.
 
@@ -62,18 +62,11 @@ pub(crate) fn base_url(config: &LlmConfig) -> Result<String, LlmError> {
     }
 }
 
-fn install_crypto_provider() {
-    // reqwest is built without a bundled crypto provider and panics without
-    // one; the binary installs ring at start, this covers tests and tools.
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
 /// The HTTP client for whole requests: the timeout covers the request.
 pub(crate) fn http_client(config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
-    install_crypto_provider();
-    reqwest::Client::builder()
+    config
+        .tls
+        .http()
         .timeout(config.request_timeout)
         .connect_timeout(CONNECT_TIMEOUT.min(config.request_timeout))
         .build()
@@ -83,8 +76,9 @@ pub(crate) fn http_client(config: &LlmConfig) -> Result<reqwest::Client, LlmErro
 /// The HTTP client for streamed answers: the timeout covers each read, so
 /// an answer may take as long as it keeps coming.
 fn streaming_client(config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
-    install_crypto_provider();
-    reqwest::Client::builder()
+    config
+        .tls
+        .http()
         .read_timeout(config.request_timeout)
         .connect_timeout(CONNECT_TIMEOUT.min(config.request_timeout))
         .build()

@@ -62,6 +62,11 @@ pub struct LlmConfig {
     pub vision: crate::media::Vision,
     /// Speech to text for voice notes and audio files; off when unset.
     pub transcription: Option<crate::media::TranscriptionConfig>,
+    /// The roots the model and transcription endpoints are trusted by: the
+    /// binary hands down `tls.extra_ca_file`'s trust; the system's roots
+    /// when nobody does. Not read from the `llm` section.
+    #[serde(skip)]
+    pub tls: herald_net::ClientTls,
 }
 
 /// The context window assumed when neither the configuration nor the server
@@ -102,6 +107,7 @@ impl Default for LlmConfig {
             max_concurrency: 32,
             vision: Default::default(),
             transcription: None,
+            tls: Default::default(),
         }
     }
 }

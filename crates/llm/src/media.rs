@@ -117,9 +117,13 @@ pub struct OpenAiTranscriber {
 }
 
 impl OpenAiTranscriber {
-    /// `fallback_key` is `llm.api_key`, used when the section names none.
-    pub fn new(config: &TranscriptionConfig, fallback_key: &SecretString) -> Result<Self, String> {
-        let client = reqwest::Client::builder()
+    /// `llm` gives the trust and the fallback key (`llm.api_key`, used
+    /// when the section names none).
+    pub fn new(config: &TranscriptionConfig, llm: &crate::LlmConfig) -> Result<Self, String> {
+        let fallback_key = &llm.api_key;
+        let client = llm
+            .tls
+            .http()
             .timeout(config.timeout)
             .connect_timeout(Duration::from_secs(10))
             .build()

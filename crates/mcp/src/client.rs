@@ -35,6 +35,7 @@ use crate::config::{McpConfig, ServerConfig};
 use crate::connection::{Connection, StderrTail};
 use crate::output::into_output;
 use crate::tools::{Withheld, map_tools};
+use herald_net::ClientTls;
 
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(60);
 /// Characters of a server's own instructions used as its catalog line.
@@ -55,6 +56,8 @@ impl std::fmt::Debug for McpClient {
 struct Server {
     name: String,
     config: ServerConfig,
+    /// The roots a server over HTTPS is trusted by.
+    tls: ClientTls,
     live: tokio::sync::Mutex<Live>,
     seen: Mutex<Seen>,
     stderr: StderrTail,
@@ -86,7 +89,9 @@ struct Seen {
 }
 
 impl McpClient {
-    pub fn new(config: &McpConfig) -> Self {
+    /// The servers of `config`, none started yet; those reached over
+    /// HTTPS are trusted by `tls`.
+    pub fn new(config: &McpConfig, tls: &ClientTls) -> Self {
         let servers = config
             .servers
             .iter()
@@ -94,6 +99,7 @@ impl McpClient {
                 let server = Server {
                     name: name.clone(),
                     config: config.clone(),
+                    tls: tls.clone(),
                     live: tokio::sync::Mutex::new(Live::default()),
                     seen: Mutex::new(Seen {
                         state: "not started".into(),
@@ -164,7 +170,13 @@ impl Server {
         self.set_state("starting".into());
         let opened = tokio::time::timeout(
             self.config.startup_timeout,
-            Connection::open(&self.name, &self.config, &self.stderr, Arc::clone(&self.tools_changed)),
+            Connection::open(
+                &self.name,
+                &self.config,
+                &self.tls,
+                &self.stderr,
+                Arc::clone(&self.tools_changed),
+            ),
         )
         .await;
         let connection = match opened {

@@ -119,6 +119,7 @@ impl Connection {
     pub async fn open(
         name: &str,
         config: &ServerConfig,
+        tls: &herald_net::ClientTls,
         stderr: &StderrTail,
         tools_changed: Arc<AtomicBool>,
     ) -> Result<Self, ConnectError> {
@@ -146,7 +147,8 @@ impl Connection {
                     value.set_sensitive(true);
                     headers.insert(name, value);
                 }
-                let client = reqwest::Client::builder()
+                let client = tls
+                    .http()
                     .connect_timeout(config.startup_timeout)
                     .build()
                     .map_err(|err| ConnectError(format!("cannot build an HTTP client: {err}")))?;

@@ -1,4 +1,5 @@
-//! How Herald speaks HTTP where strangers can reach it.
+//! How Herald speaks HTTP and TLS: where strangers can reach it, and the
+//! one trust it connects out with ([`tls::ClientTls`]).
 //!
 //! Every endpoint Herald serves to the internet (the Telegram webhook, the
 //! Slack Events API, `/metrics` and the health checks) runs on
@@ -9,5 +10,7 @@
 //! timestamp) before they read a body, with [`server::read_body`].
 
 pub mod server;
+pub mod tls;
 
 pub use server::{BodyError, BodyRead, PublicLimits, read_body, serve};
+pub use tls::{ClientTls, TlsError};

@@ -1,20 +1,23 @@
 //! The Discord adapter's REST calls, and the outbound half.
 //!
-//! REST requests are built by serenity (routes, `Authorization: Bot …`, its
-//! `DiscordBot` user agent, `api_url` put in place of `https://discord.com`)
-//! and sent with our own client, so every answer's rate-limit headers and
-//! 429 body are read here ([`super::ratelimit`]). serenity's ratelimiter is
-//! off: it would bypass `api_url` and retry 429s out of sight.
+//! Herald calls five REST routes (the bot user, the gateway, a channel,
+//! create message, trigger typing), each built here on the workspace's one
+//! HTTP client: API v10 under `api_url`, `Authorization: Bot …` and the
+//! `DiscordBot (url, version)` user agent Discord requires. Every answer's
+//! rate-limit headers and 429 body are read here ([`super::ratelimit`]), so
+//! a 429 is waited out by the shared outbound path, never retried out of
+//! sight.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_core::{ChannelError, ChannelName, ConversationRef, OutboundFile};
+use herald_net::ClientTls;
+use reqwest::Method;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, USER_AGENT};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
-use serenity::all::ChannelId;
-use serenity::http::{LightMethod, Request, Route};
 use tracing::debug;
 
 use super::config::DiscordConfig;
@@ -41,15 +44,49 @@ struct ErrorBody {
     code: i64,
 }
 
-fn channel_id(id: u64) -> Result<ChannelId, ChannelError> {
+/// The user agent Discord asks every bot to send:
+/// `DiscordBot ($url, $versionNumber)`.
+const BOT_USER_AGENT: &str = concat!(
+    "DiscordBot (https://github.com/herald-gateway/herald, ",
+    env!("CARGO_PKG_VERSION"),
+    ")"
+);
+
+fn channel_id(id: u64) -> Result<u64, ChannelError> {
     (id != 0)
-        .then(|| ChannelId::new(id))
+        .then_some(id)
         .ok_or_else(|| ChannelError::Fatal("channel id 0 is not a Discord channel".into()))
+}
+
+/// One REST request: its method, its path under `/api/v10`, and its body
+/// with the body's `Content-Type`.
+struct Request {
+    method: Method,
+    path: String,
+    body: Option<(Vec<u8>, String)>,
+}
+
+impl Request {
+    fn get(path: impl Into<String>) -> Self {
+        Self {
+            method: Method::GET,
+            path: path.into(),
+            body: None,
+        }
+    }
+
+    fn post(path: impl Into<String>, body: Option<(Vec<u8>, String)>) -> Self {
+        Self {
+            method: Method::POST,
+            path: path.into(),
+            body,
+        }
+    }
 }
 
 /// Discord's REST API for one bot, with Herald's rate-limit buckets.
 pub struct DiscordApi {
-    client: serenity_reqwest::Client,
+    client: reqwest::Client,
     /// `Bot <token>`, as the `Authorization` header carries it.
     pub(super) authorization: SecretString,
     pub(super) api_base: String,
@@ -57,9 +94,10 @@ pub struct DiscordApi {
 }
 
 impl DiscordApi {
-    pub fn new(config: &DiscordConfig) -> Result<Self, ChannelError> {
-        let client = serenity_reqwest::Client::builder()
-            .use_rustls_tls()
+    pub fn new(config: &DiscordConfig, tls: &ClientTls) -> Result<Self, ChannelError> {
+        let client = tls
+            .http()
+            .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(|err| ChannelError::Fatal(format!("could not build the Discord HTTP client: {err}")))?;
@@ -72,34 +110,20 @@ impl DiscordApi {
     }
 
     /// One request on the bucket `route` (method, path and channel).
-    async fn call(&self, route: &str, request: Request<'_>) -> Result<Vec<u8>, ChannelError> {
-        self.call_as(route, request, None).await
-    }
-
-    /// [`DiscordApi::call`] with the body's `Content-Type` given (a
-    /// multipart form) instead of JSON.
-    async fn call_as(
-        &self,
-        route: &str,
-        request: Request<'_>,
-        content_type: Option<String>,
-    ) -> Result<Vec<u8>, ChannelError> {
+    async fn call(&self, route: &str, request: Request) -> Result<Vec<u8>, ChannelError> {
         let mut bucket = self.limits.acquire(route).await;
-        let mut built = request
-            .build(&self.client, self.authorization.expose_secret(), Some(&self.api_base))
-            .map_err(|err| err.to_string())
-            .and_then(|builder| builder.build().map_err(|err| err.to_string()))
-            .map_err(|err| ChannelError::Fatal(format!("{route}: could not build the request: {err}")))?;
-        if let Some(content_type) = content_type {
-            let value = serenity_reqwest::header::HeaderValue::from_str(&content_type)
-                .map_err(|err| ChannelError::Fatal(format!("{route}: {err}")))?;
-            built
-                .headers_mut()
-                .insert(serenity_reqwest::header::CONTENT_TYPE, value);
-        }
-        let response = self
+        let authorization = HeaderValue::from_str(self.authorization.expose_secret())
+            .map_err(|_| ChannelError::Fatal("channels.discord.token is not a valid header value".into()))?;
+        let mut builder = self
             .client
-            .execute(built)
+            .request(request.method, format!("{}/api/v10{}", self.api_base, request.path))
+            .header(AUTHORIZATION, authorization)
+            .header(USER_AGENT, BOT_USER_AGENT);
+        if let Some((body, content_type)) = request.body {
+            builder = builder.header(CONTENT_TYPE, content_type).body(body);
+        }
+        let response = builder
+            .send()
             .await
             .map_err(|err| ChannelError::Transient(format!("{route}: {err}")))?;
         let status = response.status().as_u16();
@@ -144,19 +168,19 @@ impl DiscordApi {
 
     pub async fn current_user(&self) -> Result<BotUser, ChannelError> {
         let route = "GET /users/@me";
-        let body = self.call(route, Request::new(Route::UserMe, LightMethod::Get)).await?;
+        let body = self.call(route, Request::get("/users/@me")).await?;
         Self::parse(route, &body)
     }
 
-    /// The gateway URL, as `GET /gateway` answers it (serenity adds `?v=10`,
-    /// so any query string is dropped).
+    /// The gateway URL, as `GET /gateway` answers it (without a query
+    /// string: the reader adds its own `?v=10&encoding=json`).
     pub async fn gateway_url(&self) -> Result<String, ChannelError> {
         #[derive(Deserialize)]
         struct Gateway {
             url: String,
         }
         let route = "GET /gateway";
-        let body = self.call(route, Request::new(Route::Gateway, LightMethod::Get)).await?;
+        let body = self.call(route, Request::get("/gateway")).await?;
         let gateway: Gateway = Self::parse(route, &body)?;
         let url = gateway.url.split('?').next().unwrap_or_default().to_owned();
         if !(url.starts_with("wss://") || url.starts_with("ws://")) {
@@ -167,13 +191,9 @@ impl DiscordApi {
 
     pub async fn place(&self, channel: u64) -> Result<Place, ChannelError> {
         let route = format!("GET /channels/{channel}");
-        let request = Request::new(
-            Route::Channel {
-                channel_id: channel_id(channel)?,
-            },
-            LightMethod::Get,
-        );
-        let body = self.call(&route, request).await?;
+        let body = self
+            .call(&route, Request::get(format!("/channels/{}", channel_id(channel)?)))
+            .await?;
         Ok(Self::parse::<ChannelObject>(&route, &body)?.place())
     }
 
@@ -184,13 +204,10 @@ impl DiscordApi {
             id: String,
         }
         let route = format!("POST /channels/{channel}/messages");
-        let request = Request::new(
-            Route::ChannelMessages {
-                channel_id: channel_id(channel)?,
-            },
-            LightMethod::Post,
-        )
-        .body(Some(body.to_string().into_bytes()));
+        let request = Request::post(
+            format!("/channels/{}/messages", channel_id(channel)?),
+            Some((body.to_string().into_bytes(), "application/json".to_owned())),
+        );
         let answer = self.call(&route, request).await?;
         Ok(Self::parse::<Created>(&route, &answer)?.id)
     }
@@ -220,25 +237,17 @@ impl DiscordApi {
             );
         }
         let content_type = form.content_type();
-        let request = Request::new(
-            Route::ChannelMessages {
-                channel_id: channel_id(channel)?,
-            },
-            LightMethod::Post,
-        )
-        .body(Some(form.finish()));
-        let answer = self.call_as(&route, request, Some(content_type)).await?;
+        let request = Request::post(
+            format!("/channels/{}/messages", channel_id(channel)?),
+            Some((form.finish(), content_type)),
+        );
+        let answer = self.call(&route, request).await?;
         Ok(Self::parse::<Created>(&route, &answer)?.id)
     }
 
     pub async fn typing(&self, channel: u64) -> Result<(), ChannelError> {
         let route = format!("POST /channels/{channel}/typing");
-        let request = Request::new(
-            Route::ChannelTyping {
-                channel_id: channel_id(channel)?,
-            },
-            LightMethod::Post,
-        );
+        let request = Request::post(format!("/channels/{}/typing", channel_id(channel)?), None);
         self.call(&route, request).await.map(drop)
     }
 }

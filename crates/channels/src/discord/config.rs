@@ -61,7 +61,7 @@ impl DiscordConfig {
         self.respond_in.iter().map(|s| s.0).collect()
     }
 
-    /// `api_url` without a trailing slash (serenity joins paths to it).
+    /// `api_url` without a trailing slash (REST paths are joined to it).
     pub fn api_base(&self) -> &str {
         self.api_url.trim_end_matches('/')
     }

@@ -21,8 +21,9 @@ pub struct DiscordFiles {
 }
 
 impl DiscordFiles {
-    pub fn new(config: &DiscordConfig) -> Result<Self, ChannelError> {
-        let client = reqwest::Client::builder()
+    pub fn new(config: &DiscordConfig, tls: &herald_net::ClientTls) -> Result<Self, ChannelError> {
+        let client = tls
+            .http()
             .connect_timeout(Duration::from_secs(5))
             .redirect(reqwest::redirect::Policy::none())
             .build()

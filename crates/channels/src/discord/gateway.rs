@@ -4,7 +4,8 @@
 //! [`super::ingress`]; nothing here does I/O, so all of it is unit-tested
 //! with the frames Discord's documentation shows.
 //!
-//! Herald speaks the gateway itself instead of through serenity's client,
+//! Herald speaks the gateway itself instead of through serenity's client
+//! (see ARCHITECTURE.md for the measurements),
 //! which parsed every event twice (into a `serde_json::Value`, then into its
 //! full model), spawned a task per event on a runtime of its own thread, and
 //! waited for frames 500 ms at a time. Here a frame is parsed once, an

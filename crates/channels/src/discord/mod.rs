@@ -1,8 +1,8 @@
 //! The Discord channel: a bot on the gateway with the GUILD_MESSAGES,
 //! DIRECT_MESSAGES and MESSAGE_CONTENT intents, answering DMs, mentions and
 //! replies in guild channels and threads, and every message in the channels
-//! listed in `respond_in`. REST requests are built by serenity; the gateway
-//! is Herald's own.
+//! listed in `respond_in`. The five REST routes and the gateway are
+//! Herald's own, on the workspace's one HTTP client and TLS set-up.
 //!
 //! - [`config`]: `channels.discord` in herald.yaml.
 //! - [`model`]: the part of Discord's objects Herald reads.
@@ -43,8 +43,12 @@ use crate::outbound::Delivery;
 
 /// The two halves of the Discord channel, sharing one REST client (and so
 /// one set of rate-limit buckets).
-pub fn build(config: &DiscordConfig, limiter: Arc<dyn herald_core::SendLimiter>) -> Result<Built, ChannelError> {
-    let api = Arc::new(DiscordApi::new(config)?);
+pub fn build(
+    config: &DiscordConfig,
+    limiter: Arc<dyn herald_core::SendLimiter>,
+    tls: &herald_net::ClientTls,
+) -> Result<Built, ChannelError> {
+    let api = Arc::new(DiscordApi::new(config, tls)?);
     let delivery = Delivery::with_limiter(
         Arc::new(DiscordSender {
             api: api.clone(),
@@ -57,11 +61,11 @@ pub fn build(config: &DiscordConfig, limiter: Arc<dyn herald_core::SendLimiter>)
         api,
         respond_in: config.respond_in(),
         token: config.bare_token(),
-        tls: crate::tls::client_config("Discord"),
+        tls: tls.rustls(),
     };
     Ok(Built {
         outbound: Arc::new(delivery),
         ingress: Arc::new(ingress),
-        fetcher: Some(Arc::new(files::DiscordFiles::new(config)?)),
+        fetcher: Some(Arc::new(files::DiscordFiles::new(config, tls)?)),
     })
 }

@@ -1,8 +1,8 @@
 //! Discord's per-route rate limits, kept from the response headers.
 //!
-//! Herald turns serenity's ratelimiter off (it would bypass `api_url`, and it
-//! retries 429s by itself, hiding them from the shared outbound path) and
-//! keeps the buckets here instead, the same way in tests and in production:
+//! Herald keeps the buckets here rather than letting a library retry 429s
+//! out of sight of the shared outbound path, the same way in tests and in
+//! production:
 //! each route and top-level resource (`POST /channels/{id}/messages` for one
 //! channel) has a bucket; requests on one bucket go one at a time; when a
 //! response says `X-RateLimit-Remaining: 0`, the next request on that bucket
@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use reqwest::header::HeaderMap;
 use serde::Deserialize;
-use serenity_reqwest::header::HeaderMap;
 use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
@@ -162,7 +162,7 @@ impl RouteLimits {
 
 #[cfg(test)]
 mod tests {
-    use serenity_reqwest::header::HeaderValue;
+    use reqwest::header::HeaderValue;
 
     use super::*;
 

@@ -1,5 +1,5 @@
 //! The I/O of the email channel: IMAP connections (plain, implicit TLS or
-//! STARTTLS, with rustls) and the SMTP sender behind the shared
+//! STARTTLS, with rustls on Herald's one trust) and the SMTP sender behind the shared
 //! [`Delivery`](crate::outbound::Delivery).
 //!
 //! Neither ever logs or returns a password.
@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_core::{ChannelError, ChannelName, ConversationRef, ConversationStore, OutboundFile};
+use herald_net::ClientTls;
 use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Certificate, CertificateStore, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use secrecy::ExposeSecret;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -39,22 +41,10 @@ fn transient(what: &str) -> impl Fn(std::io::Error) -> ChannelError + '_ {
     move |e| ChannelError::Transient(format!("{what}: {e}"))
 }
 
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, ChannelError> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ChannelError::Fatal(format!("TLS setup: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
-}
-
-async fn wrap_tls(host: &str, tcp: TcpStream) -> Result<Box<dyn ImapIo>, ChannelError> {
+async fn wrap_tls(host: &str, tcp: TcpStream, tls: &ClientTls) -> Result<Box<dyn ImapIo>, ChannelError> {
     let name = rustls::pki_types::ServerName::try_from(host.to_owned())
         .map_err(|e| ChannelError::Fatal(format!("IMAP host `{host}`: {e}")))?;
-    let tls = tls_connector()?
+    let tls = tokio_rustls::TlsConnector::from(tls.rustls())
         .connect(name, tcp)
         .await
         .map_err(transient("IMAP TLS handshake"))?;
@@ -63,7 +53,7 @@ async fn wrap_tls(host: &str, tcp: TcpStream) -> Result<Box<dyn ImapIo>, Channel
 
 /// `STARTTLS` on a fresh connection, before async-imap takes it over: the
 /// greeting, the command, its tagged answer.
-async fn starttls(host: &str, tcp: TcpStream) -> Result<Box<dyn ImapIo>, ChannelError> {
+async fn starttls(host: &str, tcp: TcpStream, tls: &ClientTls) -> Result<Box<dyn ImapIo>, ChannelError> {
     let mut stream = BufReader::new(tcp);
     let mut line = String::new();
     stream.read_line(&mut line).await.map_err(transient("IMAP greeting"))?;
@@ -89,19 +79,20 @@ async fn starttls(host: &str, tcp: TcpStream) -> Result<Box<dyn ImapIo>, Channel
             break;
         }
     }
-    wrap_tls(host, stream.into_inner()).await
+    wrap_tls(host, stream.into_inner(), tls).await
 }
 
-/// Connects, reads the greeting and logs in. A refused login is fatal.
-pub async fn imap_login(config: &ImapConfig) -> Result<ImapSession, ChannelError> {
+/// Connects, reads the greeting and logs in, trusting `tls`. A refused
+/// login is fatal.
+pub async fn imap_login(config: &ImapConfig, tls: &ClientTls) -> Result<ImapSession, ChannelError> {
     let connect = async {
         let tcp = TcpStream::connect((config.host.as_str(), config.port()))
             .await
             .map_err(transient("IMAP connect"))?;
         let (stream, greeted): (Box<dyn ImapIo>, bool) = match config.tls {
             Tls::None => (Box::new(tcp), false),
-            Tls::Implicit => (wrap_tls(&config.host, tcp).await?, false),
-            Tls::Starttls => (starttls(&config.host, tcp).await?, true),
+            Tls::Implicit => (wrap_tls(&config.host, tcp, tls).await?, false),
+            Tls::Starttls => (starttls(&config.host, tcp, tls).await?, true),
         };
         let mut client = async_imap::Client::new(stream);
         if !greeted {
@@ -127,6 +118,16 @@ pub async fn imap_login(config: &ImapConfig) -> Result<ImapSession, ChannelError
         })
 }
 
+/// lettre's TLS for `host` on Herald's one trust: lettre builds its own
+/// rustls configuration, from exactly the roots every other client trusts.
+fn smtp_tls(host: &str, tls: &ClientTls) -> Result<TlsParameters, lettre::transport::smtp::Error> {
+    let mut builder = TlsParameters::builder(host.to_owned()).certificate_store(CertificateStore::None);
+    for root in tls.roots() {
+        builder = builder.add_root_certificate(Certificate::from_der(root.to_vec())?);
+    }
+    builder.build_rustls()
+}
+
 pub fn imap_error(err: async_imap::error::Error) -> ChannelError {
     ChannelError::Transient(format!("IMAP: {err}"))
 }
@@ -149,17 +150,21 @@ impl EmailSender {
         self
     }
 
+    /// The sender for `config`, trusting `tls`'s roots.
     pub fn new(
         config: &SmtpConfig,
         from: &str,
         store: Option<Arc<dyn ConversationStore>>,
+        tls: &ClientTls,
     ) -> Result<Self, ChannelError> {
         type Smtp = AsyncSmtpTransport<Tokio1Executor>;
         let refused = |e: lettre::transport::smtp::Error| ChannelError::Fatal(format!("SMTP {}: {e}", config.host));
+        let parameters = || smtp_tls(&config.host, tls).map_err(refused);
+        let builder = Smtp::builder_dangerous(&config.host);
         let builder = match config.tls {
-            Tls::None => Smtp::builder_dangerous(&config.host),
-            Tls::Starttls => Smtp::starttls_relay(&config.host).map_err(refused)?,
-            Tls::Implicit => Smtp::relay(&config.host).map_err(refused)?,
+            Tls::None => builder,
+            Tls::Starttls => builder.tls(lettre::transport::smtp::client::Tls::Required(parameters()?)),
+            Tls::Implicit => builder.tls(lettre::transport::smtp::client::Tls::Wrapper(parameters()?)),
         };
         let mut builder = builder.port(config.port()).timeout(Some(Duration::from_secs(60)));
         if let (Some(user), Some(password)) = (&config.username, &config.password) {

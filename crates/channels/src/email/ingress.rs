@@ -18,6 +18,7 @@ use futures::TryStreamExt;
 use herald_core::{
     Admission, ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundMessage, InboundSink, RetryClass,
 };
+use herald_net::ClientTls;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -61,6 +62,8 @@ pub struct EmailIngress {
     pub store: Option<Arc<dyn ConversationStore>>,
     /// For `probe`: the SMTP side is checked too.
     pub smtp: Arc<EmailSender>,
+    /// Whom the IMAP server's certificate must chain to.
+    tls: ClientTls,
     /// Whether the missing `trusted_authserv_id` was logged already.
     warned_untrusted: AtomicBool,
 }
@@ -73,7 +76,12 @@ struct Cursor {
 }
 
 impl EmailIngress {
-    pub fn new(config: &EmailConfig, store: Option<Arc<dyn ConversationStore>>, smtp: Arc<EmailSender>) -> Self {
+    pub fn new(
+        config: &EmailConfig,
+        store: Option<Arc<dyn ConversationStore>>,
+        smtp: Arc<EmailSender>,
+        tls: &ClientTls,
+    ) -> Self {
         Self {
             imap: ImapConfig {
                 host: config.imap.host.clone(),
@@ -91,6 +99,7 @@ impl EmailIngress {
             max_message_bytes: config.max_message_bytes,
             store,
             smtp,
+            tls: tls.clone(),
             warned_untrusted: AtomicBool::new(false),
         }
     }
@@ -266,7 +275,7 @@ impl EmailIngress {
 
     /// One connection's life: log in, select, read, wait for news, repeat.
     async fn session(&self, sink: &dyn InboundSink, shutdown: &CancellationToken) -> Result<(), ChannelError> {
-        let mut session = imap_login(&self.imap).await?;
+        let mut session = imap_login(&self.imap, &self.tls).await?;
         let idle = self.imap.idle && session.capabilities().await.map_err(imap_error)?.has_str("IDLE");
         let mailbox = session.select(&self.imap.mailbox).await.map_err(imap_error)?;
         let mut cursor = self.load_cursor().await;
@@ -371,7 +380,7 @@ impl ChannelIngress for EmailIngress {
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {
-        let mut session = imap_login(&self.imap).await?;
+        let mut session = imap_login(&self.imap, &self.tls).await?;
         session.select(&self.imap.mailbox).await.map_err(imap_error)?;
         let _ = session.logout().await;
         self.smtp.probe().await?;

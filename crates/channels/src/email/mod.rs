@@ -34,16 +34,19 @@ use crate::outbound::{Delivery, Rate, RateLimits};
 
 /// Builds the channel from its configuration. `store` keeps the mailbox
 /// cursor and the thread map; without one (`herald doctor`) nothing is kept.
+/// IMAP and SMTP servers are trusted by `tls`.
 pub fn build(
     config: &EmailConfig,
     store: Option<Arc<dyn ConversationStore>>,
     limiter: Arc<dyn herald_core::SendLimiter>,
+    tls: &herald_net::ClientTls,
 ) -> Result<Built, ChannelError> {
     if let Err((key, message)) = config.check() {
         return Err(ChannelError::Fatal(format!("{key}: {message}")));
     }
     let sender = Arc::new(
-        EmailSender::new(&config.smtp, &config.from, store.clone())?.with_max_upload_bytes(config.max_upload_bytes),
+        EmailSender::new(&config.smtp, &config.from, store.clone(), tls)?
+            .with_max_upload_bytes(config.max_upload_bytes),
     );
     // Mail servers count messages, not bytes: one mail a second at most.
     let limits = RateLimits {
@@ -55,7 +58,7 @@ pub fn build(
         }),
     };
     let outbound = Arc::new(Delivery::with_limiter(sender.clone(), &limits, limiter));
-    let ingress = Arc::new(EmailIngress::new(config, store, sender));
+    let ingress = Arc::new(EmailIngress::new(config, store, sender, tls));
     Ok(Built {
         outbound,
         ingress,

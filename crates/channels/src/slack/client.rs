@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_core::{ChannelError, ChannelName, ConversationRef, OutboundFile};
+use herald_net::ClientTls;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use secrecy::{ExposeSecret, SecretString};
@@ -77,8 +78,8 @@ pub fn classify(err: SlackClientError) -> ChannelError {
 /// The Web API with the bot token.
 pub struct SlackApi {
     pub(super) client: Arc<Client>,
-    /// The TLS set-up of both, the system's roots read once.
-    pub(super) tls: Arc<rustls::ClientConfig>,
+    /// Herald's one trust, for the Web API, Socket Mode and uploads.
+    pub(super) tls: ClientTls,
     bot_token: SlackApiToken,
     /// Display names by user id; a failed lookup is remembered as the id.
     names: Mutex<HashMap<String, String>>,
@@ -92,11 +93,10 @@ const NAME_LOOKUPS: usize = 8;
 const MAX_CACHED_NAMES: usize = 10_000;
 
 impl SlackApi {
-    pub fn new(config: &SlackConfig) -> Self {
-        let tls = crate::tls::client_config("Slack");
+    pub fn new(config: &SlackConfig, tls: &ClientTls) -> Self {
         Self {
-            client: Arc::new(SlackClient::new(connector(&config.api_url, &tls))),
-            tls,
+            client: Arc::new(SlackClient::new(connector(&config.api_url, &tls.rustls()))),
+            tls: tls.clone(),
             bot_token: token(&config.bot_token),
             names: Mutex::new(HashMap::new()),
             looking_up: Mutex::new(std::collections::HashSet::new()),
@@ -212,7 +212,9 @@ pub struct SlackSender {
 
 impl SlackSender {
     pub fn new(api: Arc<SlackApi>) -> Self {
-        let uploads = reqwest::Client::builder()
+        let uploads = api
+            .tls
+            .http()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(120))
             .redirect(reqwest::redirect::Policy::none())

@@ -23,8 +23,9 @@ pub struct SlackFiles {
 }
 
 impl SlackFiles {
-    pub fn new(config: &SlackConfig) -> Result<Self, ChannelError> {
-        let client = reqwest::Client::builder()
+    pub fn new(config: &SlackConfig, tls: &herald_net::ClientTls) -> Result<Self, ChannelError> {
+        let client = tls
+            .http()
             .connect_timeout(Duration::from_secs(5))
             .redirect(reqwest::redirect::Policy::none())
             .build()

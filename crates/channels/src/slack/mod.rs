@@ -44,11 +44,16 @@ use crate::outbound::Delivery;
 pub const CHANNEL: &str = "slack";
 
 /// The Slack channel `config` describes, not yet connected.
-pub fn build(config: &SlackConfig, limiter: Arc<dyn herald_core::SendLimiter>) -> Result<Built, ChannelError> {
+/// Every connection it makes trusts `tls`.
+pub fn build(
+    config: &SlackConfig,
+    limiter: Arc<dyn herald_core::SendLimiter>,
+    tls: &herald_net::ClientTls,
+) -> Result<Built, ChannelError> {
     config
         .check()
         .map_err(|reason| ChannelError::Fatal(format!("channels.slack: {reason}")))?;
-    let api = Arc::new(SlackApi::new(config));
+    let api = Arc::new(SlackApi::new(config, tls));
     Ok(Built {
         outbound: Arc::new(Delivery::with_limiter(
             Arc::new(SlackSender::new(api.clone())),
@@ -56,6 +61,6 @@ pub fn build(config: &SlackConfig, limiter: Arc<dyn herald_core::SendLimiter>) -
             limiter,
         )),
         ingress: Arc::new(SlackIngress::new(config, api, Arc::new(SystemClock))),
-        fetcher: Some(Arc::new(files::SlackFiles::new(config)?)),
+        fetcher: Some(Arc::new(files::SlackFiles::new(config, tls)?)),
     })
 }

@@ -268,7 +268,8 @@ impl SocketMode {
             () = shutdown.cancelled() => return Ok(None),
             url = self.api.open_connection(&self.app_token) => url?,
         };
-        let connect = tls::connect_websocket(url.as_str(), &self.api.tls, MAX_ENVELOPE);
+        let trust = self.api.tls.rustls();
+        let connect = tls::connect_websocket(url.as_str(), &trust, MAX_ENVELOPE);
         let mut socket = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
             socket = connect => socket

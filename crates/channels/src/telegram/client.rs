@@ -58,12 +58,13 @@ struct Parameters {
 }
 
 impl TelegramApi {
-    pub fn new(config: &TelegramConfig) -> Result<Self, ChannelError> {
+    pub fn new(config: &TelegramConfig, tls: &herald_net::ClientTls) -> Result<Self, ChannelError> {
         let token = config.token.clone();
         let api_url = url::Url::parse(config.api_url.trim_end_matches('/'))
             .map_err(|err| ChannelError::Fatal(format!("channels.telegram.api_url is not a URL: {err}")))?;
         // The client must outlive the longest long poll.
-        let client = reqwest::Client::builder()
+        let client = tls
+            .http()
             .connect_timeout(Duration::from_secs(5))
             .timeout(config.poll_timeout + Duration::from_secs(15))
             .tcp_nodelay(true)

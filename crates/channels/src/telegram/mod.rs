@@ -44,11 +44,12 @@ pub fn build(
     config: &TelegramConfig,
     store: Option<Arc<dyn ConversationStore>>,
     limiter: Arc<dyn SendLimiter>,
+    tls: &herald_net::ClientTls,
 ) -> Result<Built, ChannelError> {
     if let Err((key, message)) = config.check() {
         return Err(ChannelError::Fatal(format!("{key}: {message}")));
     }
-    let api = Arc::new(TelegramApi::new(config)?);
+    let api = Arc::new(TelegramApi::new(config, tls)?);
     let sender = Arc::new(TelegramSender { api: api.clone() });
     let outbound = Arc::new(Delivery::with_limiter(sender, &config.rate_limits.limits(), limiter));
     let fetcher = Arc::new(files::TelegramFiles { api: api.clone() });

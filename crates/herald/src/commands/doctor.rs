@@ -74,6 +74,7 @@ pub async fn doctor(config_path: &Path, loaded: Result<Config, ConfigError>) -> 
     // The channels are checked last, with their own configuration.
     let mut config = config;
     let channels_config = std::mem::take(&mut config.channels);
+    let tls = config.client_tls.clone();
     let tools = match storage {
         Some(storage) => {
             let app = App::with_storage(config, storage, clock).await;
@@ -135,6 +136,7 @@ pub async fn doctor(config_path: &Path, loaded: Result<Config, ConfigError>) -> 
         Arc::new(herald_core::LocalLimiter::new(
             Arc::new(herald_core::SteadyClock::new()),
         )),
+        &tls,
     ) {
         Ok(channels) => {
             for ingress in &channels.ingress {

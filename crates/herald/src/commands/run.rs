@@ -60,6 +60,7 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
         &app.config.channels,
         Some(app.storage.conversations()),
         channels::send_limiter(&app),
+        &app.config.client_tls,
     )?;
     let names: Vec<_> = built.outbound.names().cloned().collect();
     if names.is_empty() {

@@ -50,6 +50,12 @@ pub struct Config {
     pub log: LogConfig,
     #[serde(default)]
     pub observability: crate::observability::ObservabilityConfig,
+    #[serde(default)]
+    pub tls: TlsConfig,
+    /// The trust every client is built on: the system's roots and
+    /// `tls.extra_ca_file`, read once by [`Config::load`].
+    #[serde(skip)]
+    pub client_tls: herald_net::ClientTls,
     /// The environment variables the file read (`${VAR}`), which Herald
     /// removes from its own environment once they are loaded.
     #[serde(skip)]
@@ -61,6 +67,16 @@ pub struct Config {
     /// [`Config::written_secrets`] when the file is readable by other users.
     #[serde(skip)]
     pub exposed_secrets: Vec<String>,
+}
+
+/// Whom Herald trusts when it connects out over TLS.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// PEM certificates trusted beside the system's roots by every
+    /// connection Herald makes (a company CA, a private model server's);
+    /// relative to the config file.
+    pub extra_ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -149,6 +165,19 @@ impl Config {
         if config.heartbeat.file.is_relative() {
             config.heartbeat.file = base.join(&config.heartbeat.file);
         }
+        if let Some(file) = &mut config.tls.extra_ca_file
+            && file.is_relative()
+        {
+            *file = base.join(&*file);
+        }
+        config.client_tls =
+            herald_net::ClientTls::load(config.tls.extra_ca_file.as_deref()).map_err(|err| ConfigError {
+                file: path.to_owned(),
+                line: line_of_key(&text, "tls.extra_ca_file"),
+                key: Some("tls.extra_ca_file".into()),
+                message: err.to_string(),
+            })?;
+        config.llm.tls = config.client_tls.clone();
         Ok(config)
     }
 
