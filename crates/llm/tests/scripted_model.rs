@@ -10,7 +10,6 @@ use herald_testkit::{Reply, ScriptedModel};
 use serde_json::json;
 
 fn config(model: &ScriptedModel) -> LlmConfig {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     LlmConfig {
         base_url: model.base_url(),
         api_key: "sk-test".into(),
@@ -203,7 +202,6 @@ async fn a_refused_connection_names_the_base_url() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
     drop(listener);
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = LlmConfig {
         base_url: base_url.clone(),
         ..LlmConfig::default()
@@ -371,7 +369,6 @@ async fn a_password_in_the_base_url_never_reaches_a_message() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
     drop(listener);
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = LlmConfig {
         base_url: format!("http://herald:hunter2-secret@{address}/v1?api_key=also-secret"),
         ..LlmConfig::default()

@@ -14,6 +14,7 @@
 //! - [`postgres`]: a PostgreSQL database of its own per test.
 //! - [`slack`]: a fake Slack Web API, Socket Mode server and Events API pusher.
 //! - [`telegram`]: a fake Telegram Bot API (long polling and webhooks).
+//! - [`tls`]: a private certificate authority and TLS in front of any fake.
 
 pub mod attack;
 pub mod discord;
@@ -25,6 +26,7 @@ pub mod platform;
 pub mod postgres;
 pub mod slack;
 pub mod telegram;
+pub mod tls;
 
 pub use openai::{RecordedRequest, Reply, ScriptedModel};
 pub use platform::{FakePlatform, FakeUser, GroupTarget, SentMessage, Stamped, Upload};

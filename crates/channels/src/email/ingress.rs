@@ -380,10 +380,21 @@ impl ChannelIngress for EmailIngress {
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {
-        let mut session = imap_login(&self.imap, &self.tls).await?;
-        session.select(&self.imap.mailbox).await.map_err(imap_error)?;
-        let _ = session.logout().await;
-        self.smtp.probe().await?;
+        // Both servers are tried, so one run of `herald doctor` names every
+        // one that is wrong.
+        let imap = async {
+            let mut session = imap_login(&self.imap, &self.tls).await?;
+            session.select(&self.imap.mailbox).await.map_err(imap_error)?;
+            let _ = session.logout().await;
+            Ok::<_, ChannelError>(())
+        }
+        .await;
+        let smtp = self.smtp.probe().await;
+        match (imap, smtp) {
+            (Ok(()), Ok(())) => {}
+            (Err(err), Ok(())) | (Ok(()), Err(err)) => return Err(err),
+            (Err(imap), Err(smtp)) => return Err(ChannelError::Fatal(format!("{imap}; and {smtp}"))),
+        }
         let trust = match &self.trusted_authserv_id {
             Some(server) => format!("senders authenticated by {server}"),
             None => format!("warning: {NO_TRUSTED_SERVER}"),
