@@ -220,6 +220,40 @@ async fn a_refreshed_connection_is_reopened_and_events_keep_coming() {
 }
 
 #[tokio::test]
+async fn two_connections_by_default_so_a_lost_or_refreshed_one_never_leaves_none_open() {
+    let fake = FakeSlack::start_with(options()).await;
+    let yaml = fake.channel_yaml().replace("    socket_connections: 1\n", "");
+    let running = start(&yaml);
+    assert!(
+        fake.wait_until(WAIT, |f| f.connections() == 2).await,
+        "Herald opens two Socket Mode connections by default"
+    );
+    fake.watch_open_connections();
+    // One connection is lost without warning; a message sent at once still
+    // has a connection to come on.
+    fake.drop_oldest_connection();
+    fake.send_dm(&fake.admin(), "while one is down").await;
+    assert_eq!(running.sink.wait_for(1).await[0].text, "while one is down");
+    assert!(
+        fake.wait_until(WAIT, |f| f.connections() == 2).await,
+        "the lost one is replaced"
+    );
+    // Slack refreshes each connection on its own schedule.
+    let opened = connections_opened(&fake);
+    fake.request_reconnect_oldest("refresh_requested");
+    assert!(
+        fake.wait_until(WAIT, |f| connections_opened(f) > opened && f.connections() == 2)
+            .await
+    );
+    fake.send_dm(&fake.admin(), "after the refresh").await;
+    assert_eq!(running.sink.wait_for(2).await[1].text, "after the refresh");
+    assert!(fake.wait_until(WAIT, |f| f.unacked() == 0).await);
+    assert_eq!(fake.fewest_open_connections(), Some(1), "never none open");
+    assert_eq!(running.sink.calls.load(Ordering::SeqCst), 2, "each handed over once");
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn what_slack_sends_on_a_connection_it_is_replacing_is_acknowledged_there() {
     let fake = FakeSlack::start_with(FakeSlackOptions {
         // Slack's own patience: an envelope left unacknowledged on a

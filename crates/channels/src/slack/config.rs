@@ -44,8 +44,12 @@ pub struct SlackConfig {
     /// Channel ids (`C…`) where Herald answers every message, not only mentions.
     #[serde(default)]
     pub respond_in: Vec<String>,
-    /// Socket Mode connections kept open. One keeps events in order; Slack
-    /// spreads events over several without ordering them.
+    /// Socket Mode connections kept open (at most 10, Slack's limit). Two by
+    /// default, as Slack recommends: when one is lost or refreshed the other
+    /// goes on receiving. Slack spreads events over the open connections, so
+    /// two messages sent in the same instant may reach the queue in either
+    /// order; `1` keeps Slack's order, with a gap whenever the one
+    /// connection is lost.
     #[serde(default = "default_socket_connections")]
     pub socket_connections: u32,
     /// Send rates; Slack allows about one message per second per channel.
@@ -68,7 +72,7 @@ fn default_events_path() -> String {
 }
 
 fn default_socket_connections() -> u32 {
-    1
+    2
 }
 
 /// Slack's documented rate for `chat.postMessage`: one per second per channel.
@@ -95,6 +99,9 @@ impl SlackConfig {
                 Err("`signing_secret` is required in events mode".into())
             }
             _ if self.socket_connections == 0 => Err("`socket_connections` must be at least 1".into()),
+            _ if self.socket_connections > 10 => {
+                Err("`socket_connections` may be at most 10 (Slack's limit per app)".into())
+            }
             _ if !self.events_path.starts_with('/') => Err("`events_path` must start with `/`".into()),
             _ => Ok(()),
         }
@@ -115,7 +122,7 @@ mod tests {
         assert_eq!(config.mode, SlackMode::Socket);
         assert_eq!(config.api_url, DEFAULT_API_URL);
         assert_eq!(config.rate_limits, default_rate_limits());
-        assert_eq!(config.socket_connections, 1);
+        assert_eq!(config.socket_connections, 2);
         assert!(config.check().is_ok());
         let missing = parse("bot_token: xoxb-1\n").unwrap();
         assert!(missing.check().unwrap_err().contains("app_token"));

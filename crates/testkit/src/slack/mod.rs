@@ -389,6 +389,44 @@ impl FakeSlack {
         });
     }
 
+    /// Closes the oldest Socket Mode connection without warning, as a
+    /// network failure or a Slack server going away does.
+    pub fn drop_oldest_connection(&self) {
+        if let Some(writer) = self.shared.lock().connections.values().next() {
+            let _ = writer.send(Frame::Close);
+        }
+    }
+
+    /// Sends `disconnect` on the oldest connection only, as Slack refreshes
+    /// each connection on its own schedule; it is closed after
+    /// `refresh_grace`.
+    pub fn request_reconnect_oldest(&self, reason: &str) {
+        let frame = wire::disconnect(reason).to_string();
+        let (writer, grace) = {
+            let state = self.shared.lock();
+            (state.connections.values().next().cloned(), state.options.refresh_grace)
+        };
+        let Some(writer) = writer else { return };
+        let _ = writer.send(Frame::Text(frame));
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            let _ = writer.send(Frame::Close);
+        });
+    }
+
+    /// From now on, keeps the fewest Socket Mode connections open at any
+    /// moment ([`FakeSlack::fewest_open_connections`]).
+    pub fn watch_open_connections(&self) {
+        let mut state = self.shared.lock();
+        state.fewest_open = Some(state.connections.len());
+    }
+
+    /// The fewest connections open at once since
+    /// [`FakeSlack::watch_open_connections`]; `None` before it.
+    pub fn fewest_open_connections(&self) -> Option<usize> {
+        self.shared.lock().fewest_open
+    }
+
     /// Closes every Socket Mode connection without warning.
     pub fn drop_connections(&self) {
         for writer in self.shared.lock().connections.values() {

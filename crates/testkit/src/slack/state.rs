@@ -79,6 +79,9 @@ pub struct State {
     pub tickets: Vec<String>,
     pub connections: BTreeMap<u64, mpsc::UnboundedSender<Frame>>,
     next_connection: u64,
+    /// The fewest connections open at any moment since a test began
+    /// watching (`FakeSlack::watch_open_connections`).
+    pub fewest_open: Option<usize>,
     pub envelopes: VecDeque<Envelope>,
     pub acked: Vec<String>,
     /// How long each acknowledged envelope waited for its ack, from its
@@ -151,6 +154,7 @@ impl State {
             tickets: Vec::new(),
             connections: BTreeMap::new(),
             next_connection: 0,
+            fewest_open: None,
             envelopes: VecDeque::new(),
             acked: Vec::new(),
             ack_waits: Vec::new(),
@@ -276,6 +280,9 @@ impl State {
     /// retries it (on another connection).
     pub fn remove_connection(&mut self, id: u64, now: Instant) {
         self.connections.remove(&id);
+        if let Some(fewest) = &mut self.fewest_open {
+            *fewest = (*fewest).min(self.connections.len());
+        }
         self.pump(now);
     }
 
