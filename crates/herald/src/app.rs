@@ -13,7 +13,7 @@ use herald_skills::SkillToolbox;
 use herald_store::Storage;
 
 use crate::config::Config;
-use crate::schedules::{ScheduleCommands, schedule_skills};
+use herald_schedule::{ScheduleCommands, schedule_skills};
 
 pub struct App {
     pub config: Config,

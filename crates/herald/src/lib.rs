@@ -11,7 +11,6 @@ pub mod hardening;
 pub mod logging;
 pub mod memory;
 pub mod observability;
-pub mod schedules;
 pub mod shutdown;
 
 use std::path::PathBuf;

@@ -18,7 +18,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("skills", &["herald-core"]),
     ("channels", &["herald-core", "herald-net"]),
     ("testkit", &["herald-core"]),
-    ("schedule", &["herald-core"]),
+    // The scheduling skills are core skills: they implement the skill
+    // registry's `CoreSkill` (as memory's will), so scheduling sits on top
+    // of the registry, never the other way round.
+    ("schedule", &["herald-core", "herald-skills"]),
     ("mcp", &["herald-core", "herald-net"]),
 ];
 

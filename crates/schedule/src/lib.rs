@@ -12,6 +12,7 @@
 //! under that key, so several processes sharing one database queue it once.
 
 pub mod command;
+pub mod conversation;
 pub mod cron;
 pub mod heartbeat;
 pub mod runs;
@@ -21,6 +22,7 @@ pub mod spec;
 pub mod zone;
 
 pub use command::{ScheduleCommand, parse_schedule_command};
+pub use conversation::{ScheduleCommands, schedule_skills};
 pub use cron::{CronError, CronExpression};
 pub use heartbeat::{ActiveHours, ClockTime, HeartbeatConfig, HeartbeatTarget, checklist_is_empty, heartbeat_slot};
 pub use herald_core::heartbeat::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_OK, strip_ok_token};

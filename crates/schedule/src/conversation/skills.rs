@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
+use crate::{Listed, ScheduleError, ScheduleSpec, Schedules};
 use async_trait::async_trait;
 use herald_core::{ActorId, ConversationStore, ScheduleId, ToolOutput};
-use herald_schedule::{Listed, ScheduleError, ScheduleSpec, Schedules};
 use herald_skills::{CoreSkill, Policy, SkillContext, SkillError, SkillName, SkillSpec, TurnView, target_conversation};
 use serde_json::{Value, json};
 
@@ -53,7 +53,7 @@ impl ScheduleTask {
                     "instruction": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": herald_schedule::service::MAX_INSTRUCTION_CHARS,
+                        "maxLength": crate::service::MAX_INSTRUCTION_CHARS,
                         "description": "What to do at each run, written as a request to yourself"
                     },
                     "conversation": {

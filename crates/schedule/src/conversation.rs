@@ -1,8 +1,10 @@
 //! Scheduling from a conversation: the core skills the model calls
 //! (`schedule_task`, `list_schedules`, `cancel_schedule`, in [`skills`]) and
-//! the `/schedule` command people type. They live here, in the binary,
-//! because they join two libraries that may not know each other: the skill
-//! registry's `CoreSkill` and herald-schedule's [`Schedules`].
+//! the `/schedule` command people type, both on the schedule service
+//! ([`Schedules`]). The skills are the skill registry's `CoreSkill`s, which
+//! is why this crate depends on `herald-skills` (the one edge between
+//! library crates besides `herald-core` and `herald-net`; see
+//! ARCHITECTURE.md).
 //!
 //! Policy, enforced when the call runs: a non-admin schedules only into its
 //! own conversation, within the non-admin limits, and sees and cancels only
@@ -17,10 +19,10 @@ pub use skills::{
 
 use std::sync::Arc;
 
+use crate::command::USAGE;
+use crate::{Listed, ScheduleCommand, ScheduleError, Schedules, parse_schedule_command};
 use async_trait::async_trait;
 use herald_core::{ToolCall, ToolOutput, Toolbox, TurnPreparation, TurnScope};
-use herald_schedule::command::USAGE;
-use herald_schedule::{Listed, ScheduleCommand, ScheduleError, Schedules, parse_schedule_command};
 
 /// A toolbox that answers `/schedule …` itself and hands everything else to
 /// the skill registry.

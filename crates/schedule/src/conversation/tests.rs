@@ -1,12 +1,12 @@
 use std::sync::Arc;
 
+use crate::Schedules;
+use crate::command::USAGE;
 use herald_core::{
     ActorId, ChannelName, Clock, ConversationId, ConversationKind, ConversationRef, InboundMessage, ManualClock,
     NewTask, NoTools, Outbound, Sender, TaskId,
 };
 use herald_core::{ToolOutput, Toolbox, TurnScope};
-use herald_schedule::Schedules;
-use herald_schedule::command::USAGE;
 use herald_skills::{CapLimits, CoreSkill, Services, SkillContext, SkillError, SkillsConfig, TurnView};
 use herald_store::{QueueConfig, Storage, StorageConfig};
 use serde_json::{Value, json};
