@@ -106,7 +106,7 @@ async fn harness(ack_max_chars: usize) -> Harness {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let storage_config = StorageConfig {
-        url: format!("sqlite://{}", dir.path().join("h.db").display()),
+        url: format!("sqlite://{}", dir.path().join("h.db").display()).into(),
         ..StorageConfig::default()
     };
     let storage = Storage::connect(&storage_config, &QueueConfig::default(), Arc::new(SystemClock))

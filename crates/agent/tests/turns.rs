@@ -87,7 +87,7 @@ async fn harness_with_lease(limits: TurnLimits, lease: Duration) -> Harness {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let storage_config = StorageConfig {
-        url: format!("sqlite://{}", dir.path().join("h.db").display()),
+        url: format!("sqlite://{}", dir.path().join("h.db").display()).into(),
         ..StorageConfig::default()
     };
     let queue_config = QueueConfig {

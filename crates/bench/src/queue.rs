@@ -148,7 +148,7 @@ async fn measure(storage: &Storage, backend: &str, spec: QueueSpec) -> Result<Qu
 
 async fn open(url: &str) -> Result<Storage> {
     let config = StorageConfig {
-        url: url.to_owned(),
+        url: url.to_owned().into(),
         ..StorageConfig::default()
     };
     let storage = Storage::connect(&config, &QueueConfig::default(), Arc::new(SystemClock))

@@ -156,7 +156,7 @@ async fn prepare(dir: &Path, count: usize, runs: usize) -> Result<(f64, usize, u
     let store_dir = tempfile::tempdir()?;
     let storage = Storage::connect(
         &StorageConfig {
-            url: format!("sqlite://{}", store_dir.path().join("skills.db").display()),
+            url: format!("sqlite://{}", store_dir.path().join("skills.db").display()).into(),
             ..StorageConfig::default()
         },
         &QueueConfig::default(),

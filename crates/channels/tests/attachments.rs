@@ -44,7 +44,7 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         let storage = Storage::connect(
             &StorageConfig {
-                url: format!("sqlite://{}", dir.path().join("herald.db").display()),
+                url: format!("sqlite://{}", dir.path().join("herald.db").display()).into(),
                 ..StorageConfig::default()
             },
             &QueueConfig::default(),

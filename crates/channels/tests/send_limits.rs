@@ -27,7 +27,7 @@ use herald_testkit::{FakePlatform, FakeUser, GroupTarget};
 async fn storage(url: &str) -> Storage {
     let storage = Storage::connect(
         &StorageConfig {
-            url: url.to_owned(),
+            url: url.to_owned().into(),
             ..StorageConfig::default()
         },
         &QueueConfig::default(),
@@ -193,7 +193,7 @@ async fn the_shared_windows_grant_a_burst_and_then_the_exact_wait() {
     let clock = Arc::new(herald_core::ManualClock::new(start));
     let storage = Storage::connect(
         &StorageConfig {
-            url: database.url.clone(),
+            url: database.url.clone().into(),
             ..StorageConfig::default()
         },
         &QueueConfig::default(),

@@ -73,7 +73,7 @@ async fn store(dir: &tempfile::TempDir) -> Arc<dyn ConversationStore> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let storage = Storage::connect(
         &StorageConfig {
-            url: format!("sqlite://{}", dir.path().join("herald.db").display()),
+            url: format!("sqlite://{}", dir.path().join("herald.db").display()).into(),
             ..StorageConfig::default()
         },
         &QueueConfig::default(),

@@ -12,6 +12,55 @@
 /// What a hidden value is replaced with.
 pub const HIDDEN: &str = "***";
 
+/// A connection string that may carry a password (the storage URL): shown
+/// only redacted, by `Display` and `Debug` alike, so it can go into an error
+/// or a log line as it is; the raw text only through [`SecretUrl::expose`],
+/// for the one call that connects.
+#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self(url.into())
+    }
+
+    /// The URL as written, password and all: for connecting, never for
+    /// showing.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the URL as written starts with `prefix` (its scheme, say).
+    pub fn starts_with(&self, prefix: &str) -> bool {
+        self.0.starts_with(prefix)
+    }
+}
+
+impl From<String> for SecretUrl {
+    fn from(url: String) -> Self {
+        Self(url)
+    }
+}
+
+impl From<&str> for SecretUrl {
+    fn from(url: &str) -> Self {
+        Self(url.to_owned())
+    }
+}
+
+impl std::fmt::Display for SecretUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&url(&self.0))
+    }
+}
+
+impl std::fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", url(&self.0))
+    }
+}
+
 /// `text` with the userinfo password and the values of secret-looking query
 /// (and fragment) parameters replaced by [`HIDDEN`].
 ///
@@ -194,5 +243,17 @@ mod tests {
         for text in &cases[..3] {
             assert!(!url(text).contains("pässwörd"), "{text} -> {}", url(text));
         }
+    }
+
+    #[test]
+    fn a_secret_url_shows_itself_redacted_whichever_way_it_is_formatted() {
+        let secret = SecretUrl::new("postgres://herald:s3cret@db/herald?password=other");
+        for shown in [secret.to_string(), format!("{secret:?}"), format!("{secret:#?}")] {
+            assert!(!shown.contains("s3cret") && !shown.contains("other"), "{shown}");
+            assert!(shown.contains("postgres://herald:***@db/herald"), "{shown}");
+        }
+        assert_eq!(secret.expose(), "postgres://herald:s3cret@db/herald?password=other");
+        let parsed: SecretUrl = serde_json::from_str("\"sqlite://herald.db\"").unwrap();
+        assert_eq!(parsed.expose(), "sqlite://herald.db");
     }
 }

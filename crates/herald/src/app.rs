@@ -32,12 +32,6 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// A URL with its password and secret-looking parameters hidden, fit for
-/// messages and logs (`herald_core::redact::url`).
-pub fn redact_url(url: &str) -> String {
-    herald_core::redact::url(url)
-}
-
 impl App {
     /// Opens storage (applying migrations), builds the model client and
     /// finds the model's context window (configured, or asked from the
@@ -232,7 +226,7 @@ impl App {
 }
 
 pub async fn open_storage(config: &Config, clock: Arc<dyn Clock>) -> Result<Storage> {
-    let url = redact_url(&config.storage.url);
+    let url = &config.storage.url;
     let storage = Storage::connect(&config.storage, &config.queue, clock)
         .await
         .with_context(|| format!("opening storage.url = {url}"))?;
@@ -245,7 +239,7 @@ pub async fn open_storage(config: &Config, clock: Arc<dyn Clock>) -> Result<Stor
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use herald_core::redact::SecretUrl;
 
     #[test]
     fn passwords_never_reach_messages() {
@@ -263,7 +257,7 @@ mod tests {
             ("sqlite://herald.db", "sqlite://herald.db"),
             ("sqlite::memory:", "sqlite::memory:"),
         ] {
-            assert_eq!(redact_url(url), expected);
+            assert_eq!(SecretUrl::new(url).to_string(), expected);
         }
     }
 }

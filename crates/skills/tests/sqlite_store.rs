@@ -66,7 +66,7 @@ impl Site {
     /// A fresh process: new connections, new toolbox, nothing in memory.
     async fn start(&self) -> (Storage, SkillToolbox) {
         let storage = StorageConfig {
-            url: format!("sqlite://{}", self.dir.path().join("herald.db").display()),
+            url: format!("sqlite://{}", self.dir.path().join("herald.db").display()).into(),
             ..StorageConfig::default()
         };
         let storage = Storage::connect(&storage, &QueueConfig::default(), Arc::new(SystemClock))

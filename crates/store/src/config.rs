@@ -7,7 +7,7 @@ use std::time::Duration;
 use herald_core::{Backoff, StoreError};
 use serde::Deserialize;
 
-use herald_core::redact;
+use herald_core::redact::SecretUrl;
 
 /// Where Herald keeps its data.
 #[derive(Clone, Deserialize)]
@@ -15,7 +15,7 @@ use herald_core::redact;
 pub struct StorageConfig {
     /// `sqlite://PATH`, `sqlite:PATH`, `sqlite::memory:`, `postgres://…` or
     /// `postgresql://…`.
-    pub url: String,
+    pub url: SecretUrl,
     /// Connections for reads (SQLite) or for everything (PostgreSQL); unset,
     /// [`StorageConfig::sqlite_readers`] and
     /// [`StorageConfig::postgres_connections`] decide.
@@ -59,7 +59,7 @@ impl StorageConfig {
 impl fmt::Debug for StorageConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StorageConfig")
-            .field("url", &redact::url(&self.url))
+            .field("url", &self.url)
             .field("max_connections", &self.max_connections)
             .field("busy_timeout", &self.busy_timeout)
             .finish()
@@ -156,7 +156,7 @@ mod tests {
         let forever: QueueConfig = serde_json::from_str(r#"{"retention": "0"}"#).unwrap();
         assert_eq!(forever.retention, Duration::ZERO);
         let storage: StorageConfig = serde_json::from_str("{}").unwrap();
-        assert_eq!(storage.url, "sqlite://herald.db");
+        assert_eq!(storage.url.expose(), "sqlite://herald.db");
         assert_eq!(storage.busy_timeout, Duration::from_secs(5));
         assert_eq!(storage.postgres_connections(), 8);
         assert!((2..=8).contains(&storage.sqlite_readers()));

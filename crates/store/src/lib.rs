@@ -115,7 +115,7 @@ impl Storage {
                 )
             }
         };
-        tracing::debug!(url = %herald_core::redact::url(&storage.url), "storage connected");
+        tracing::debug!(url = %storage.url, "storage connected");
         Ok(Self { store, send_windows })
     }
 

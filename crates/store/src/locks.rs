@@ -27,7 +27,7 @@ use herald_core::{ExclusiveLocks, HeldLock, StoreError};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
-use herald_core::redact;
+use herald_core::redact::SecretUrl;
 
 /// How long a liveness query on a lock's connection may take before the
 /// lock counts as lost.
@@ -35,7 +35,7 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) struct PgLocks {
     pub(crate) options: PgConnectOptions,
-    pub(crate) url: String,
+    pub(crate) url: SecretUrl,
 }
 
 /// What a holder's liveness connection calls itself (`application_name`,
@@ -63,7 +63,7 @@ impl PgLocks {
     ) -> Result<Option<PgConnection>, StoreError> {
         let mut connection = PgConnection::connect_with(options)
             .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact::url(&self.url))))?;
+            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", self.url)))?;
         let taken: bool = sqlx::query_scalar(
             "SELECT pg_try_advisory_lock(hashtextextended('herald:' || current_schema() || ':' || $1, 0))",
         )
@@ -107,7 +107,7 @@ impl ExclusiveLocks for PgLocks {
     async fn acquire_within(&self, name: &str, patience: Duration) -> Result<Option<Box<dyn HeldLock>>, StoreError> {
         let mut connection = PgConnection::connect_with(&self.options)
             .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact::url(&self.url))))?;
+            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", self.url)))?;
         let millis = patience.as_millis().clamp(1, i32::MAX as u128);
         sqlx::query("SELECT set_config('lock_timeout', $1, false)")
             .bind(millis.to_string())

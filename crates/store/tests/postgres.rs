@@ -18,7 +18,7 @@ async fn harness() -> Option<Harness> {
     Some(
         Harness::new(
             StorageConfig {
-                url: database.url.clone(),
+                url: database.url.clone().into(),
                 ..StorageConfig::default()
             },
             Box::new(database),
@@ -39,7 +39,7 @@ async fn a_locked_head_does_not_block_other_conversations() {
     queue.enqueue(message("test:ann", "ann 2")).await.unwrap();
     queue.enqueue(message("test:bob", "bob 1")).await.unwrap();
 
-    let mut other_worker = PgConnection::connect(&h.storage_config.url).await.unwrap();
+    let mut other_worker = PgConnection::connect(h.storage_config.url.expose()).await.unwrap();
     let mut tx = other_worker.begin().await.unwrap();
     sqlx::query("SELECT id FROM tasks WHERE id = $1 FOR UPDATE")
         .bind(ann.0)
@@ -65,9 +65,13 @@ async fn a_locked_head_does_not_block_other_conversations() {
 #[tokio::test]
 async fn the_postgresql_scheme_works_too() {
     let Some(h) = harness().await else { return };
-    let url = h.storage_config.url.replacen("postgres://", "postgresql://", 1);
+    let url = h
+        .storage_config
+        .url
+        .expose()
+        .replacen("postgres://", "postgresql://", 1);
     let config = StorageConfig {
-        url,
+        url: url.into(),
         ..StorageConfig::default()
     };
     let storage = herald_store::Storage::connect(&config, &suite::queue_config(), h.clock.clone())
@@ -89,10 +93,10 @@ async fn the_postgresql_scheme_works_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_holder_cut_off_from_the_database_stops_before_another_takes_over() {
     let Some(h) = harness().await else { return };
-    let proxy = Proxy::start(&h.storage_config.url).await;
+    let proxy = Proxy::start(h.storage_config.url.expose()).await;
     let victim = Storage::connect(
         &StorageConfig {
-            url: proxy.url.clone(),
+            url: proxy.url.clone().into(),
             ..StorageConfig::default()
         },
         &fast_liveness(),
@@ -107,7 +111,7 @@ async fn a_holder_cut_off_from_the_database_stops_before_another_takes_over() {
     assert_eq!(lease.task.id, held);
 
     proxy.freeze();
-    let mut admin = PgConnection::connect(&h.storage_config.url).await.unwrap();
+    let mut admin = PgConnection::connect(h.storage_config.url.expose()).await.unwrap();
     let cut: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
          WHERE application_name = 'herald holder ' || (SELECT lease_holder FROM tasks WHERE id = $1)",
@@ -220,7 +224,7 @@ async fn an_extension_confirms_the_liveness_lock() {
         .await;
     victim.queue().enqueue(message("test:ann", "held")).await.unwrap();
     let mut lease = victim.queue().claim(&ClaimFilter::any()).await.unwrap().unwrap();
-    let mut admin = PgConnection::connect(&h.storage_config.url).await.unwrap();
+    let mut admin = PgConnection::connect(h.storage_config.url.expose()).await.unwrap();
     sqlx::query(
         "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
          WHERE application_name = 'herald holder ' || (SELECT lease_holder FROM tasks WHERE id = $1)",

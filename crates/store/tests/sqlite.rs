@@ -14,7 +14,7 @@ async fn harness() -> Option<Harness> {
     Some(
         Harness::new(
             StorageConfig {
-                url,
+                url: url.into(),
                 ..StorageConfig::default()
             },
             Box::new(dir),

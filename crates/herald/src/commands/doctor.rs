@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use herald_core::SystemClock;
 
-use crate::app::{App, install_crypto_provider, open_storage, redact_url};
+use crate::app::{App, install_crypto_provider, open_storage};
 use crate::config::{Config, ConfigError};
 
 pub async fn doctor(config_path: &Path, loaded: Result<Config, ConfigError>) -> Result<ExitCode> {
@@ -50,11 +50,7 @@ pub async fn doctor(config_path: &Path, loaded: Result<Config, ConfigError>) -> 
                 report(
                     true,
                     "storage",
-                    format!(
-                        "{} ({}), migrations applied",
-                        redact_url(&config.storage.url),
-                        storage.backend()
-                    ),
+                    format!("{} ({}), migrations applied", config.storage.url, storage.backend()),
                 );
                 Some(storage)
             }

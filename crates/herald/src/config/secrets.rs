@@ -19,7 +19,7 @@ use super::Config;
 /// expansion put into the text.
 pub fn written(config: &Config, from_environment: &[(String, String)]) -> Vec<String> {
     let mut secrets = Secrets::default();
-    secrets.url("storage.url", &config.storage.url);
+    secrets.url("storage.url", config.storage.url.expose());
     secrets.url("llm.base_url", &config.llm.base_url);
     secrets.secret("llm.api_key", &config.llm.api_key);
     if let Some(transcription) = &config.llm.transcription {

@@ -30,7 +30,7 @@ pub struct Harness {
 pub async fn sqlite_harness(now: &str) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let storage_config = StorageConfig {
-        url: format!("sqlite://{}", dir.path().join("herald.db").display()),
+        url: format!("sqlite://{}", dir.path().join("herald.db").display()).into(),
         ..StorageConfig::default()
     };
     Harness::open(storage_config, dir, None, now).await
@@ -41,7 +41,7 @@ pub async fn sqlite_harness(now: &str) -> Harness {
 pub async fn postgres_harness(now: &str) -> Option<Harness> {
     let database = TestDatabase::from_env("herald_s").await?;
     let storage_config = StorageConfig {
-        url: database.url.clone(),
+        url: database.url.clone().into(),
         ..StorageConfig::default()
     };
     Some(

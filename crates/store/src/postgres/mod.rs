@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, HeldLock, StoreError, redact};
+use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, HeldLock, StoreError};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tokio::task::JoinHandle;
@@ -63,15 +63,14 @@ impl PgEngine {
         wakeup: Arc<Wakeup>,
         retry_every: Duration,
     ) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(&storage.url).map_err(|e| {
-            StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact::url(&storage.url)))
-        })?;
+        let options = PgConnectOptions::from_str(storage.url.expose())
+            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", storage.url)))?;
         let pool = PgPoolOptions::new()
             .before_acquire(|_, _| Box::pin(async { statement::count_ping() }))
             .max_connections(storage.postgres_connections().max(1))
             .connect_with(options.clone())
             .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", redact::url(&storage.url))))?;
+            .map_err(|e| StoreError::Unavailable(format!("cannot connect to {}: {e}", storage.url)))?;
         let locks = Arc::new(PgLocks {
             options: options.clone(),
             url: storage.url.clone(),
@@ -80,7 +79,7 @@ impl PgEngine {
         let listening = Arc::new(AtomicBool::new(false));
         let listener = listener::start(listener_pool.clone(), wakeup, listening.clone(), retry_every)
             .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot listen on {}: {e}", redact::url(&storage.url))))?;
+            .map_err(|e| StoreError::Unavailable(format!("cannot listen on {}: {e}", storage.url)))?;
         Ok(Self {
             pool,
             listener_pool,

@@ -35,7 +35,8 @@ mod stable_plans;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, HeldLock, StoreError, redact};
+use herald_core::redact::SecretUrl;
+use herald_core::{ClaimFilter, ConversationId, ExclusiveLocks, HeldLock, StoreError};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 use tracing::warn;
@@ -67,14 +68,14 @@ pub(crate) struct SqliteEngine {
 
 impl SqliteEngine {
     pub(crate) async fn connect(storage: &StorageConfig) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::from_str(&storage.url)
-            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", redact::url(&storage.url))))?
+        let options = SqliteConnectOptions::from_str(storage.url.expose())
+            .map_err(|e| StoreError::Unavailable(format!("invalid storage url `{}`: {e}", storage.url)))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(storage.busy_timeout);
-        let in_memory = storage.url.contains(":memory:") || storage.url.contains("mode=memory");
+        let in_memory = storage.url.expose().contains(":memory:") || storage.url.expose().contains("mode=memory");
         let database = (!in_memory).then(|| options.get_filename().to_path_buf());
         if let Some(database) = &database {
             files::prepare(database)?;
@@ -125,7 +126,7 @@ impl SqliteEngine {
     /// file (separate writer and readers).
     pub(crate) async fn on_file_in(dir: &std::path::Path) -> Self {
         Self::connect(&StorageConfig {
-            url: format!("sqlite://{}", dir.join("herald.db").display()),
+            url: format!("sqlite://{}", dir.join("herald.db").display()).into(),
             ..StorageConfig::default()
         })
         .await
@@ -249,8 +250,8 @@ const HISTORY_AND_STATE: &str = concat!(
 const LEASE_HOLDERS: &str = "\
 SELECT DISTINCT lease_holder AS holder FROM tasks WHERE state = 'leased' AND lease_holder IS NOT NULL AND lease_holder <> $1";
 
-fn opening(url: &str, err: sqlx::Error) -> StoreError {
-    StoreError::Unavailable(format!("cannot open {}: {err}", redact::url(url)))
+fn opening(url: &SecretUrl, err: sqlx::Error) -> StoreError {
+    StoreError::Unavailable(format!("cannot open {url}: {err}"))
 }
 
 #[cfg(test)]
