@@ -55,7 +55,7 @@ fn start_with(yaml: &str) -> Running {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let yaml = yaml.replace("\n    ", "\n");
     let config: DiscordConfig = serde_yaml::from_str(yaml.trim_start()).expect("config parses");
-    let parts = discord::build(&config, local_limiter(), &Default::default()).expect("the channel builds");
+    let parts = discord::build(&config, None, None, local_limiter(), &Default::default()).expect("the channel builds");
     let sink = Arc::new(Recorder::default());
     let shutdown = CancellationToken::new();
     let (task_sink, task_shutdown) = (sink.clone() as Arc<dyn InboundSink>, shutdown.clone());
@@ -310,5 +310,128 @@ async fn a_resume_the_gateway_refuses_is_followed_by_a_new_session() {
     running.sink.wait_for(2).await;
     assert_eq!(running.texts(), ["one", "two"]);
     assert_eq!(fake.resumes(), 0, "the refused RESUME is not counted");
+    running.stop().await.unwrap();
+}
+
+/// Waits up to `within` for `done`.
+async fn until_within(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let waited = tokio::time::timeout(within, async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn shards_identify_five_seconds_apart_in_each_bucket_and_each_gets_its_guilds() {
+    let fake = FakeDiscord::start().await;
+    // Four shards, two identify buckets: shards 0 and 1 may identify at
+    // once, 2 and 3 only five seconds after them.
+    fake.set_recommended_shards(4);
+    fake.set_session_start_limit(1000, 1000, Duration::from_secs(86_400), 2);
+    let running = start(&fake);
+    until_within("four shards", Duration::from_secs(20), || {
+        fake.connected_shards().len() == 4
+    })
+    .await;
+    assert_eq!(fake.connected_shards(), [[0, 4], [1, 4], [2, 4], [3, 4]]);
+    let identifies = fake.identifies();
+    let times = fake.identify_times();
+    let at = |shard: u64| {
+        let index = identifies.iter().position(|i| i.shard == Some([shard, 4])).unwrap();
+        times[index]
+    };
+    for (first, second) in [(0, 2), (1, 3)] {
+        let gap = at(second).duration_since(at(first));
+        assert!(
+            gap >= Duration::from_secs(5),
+            "shards {first} and {second} share a bucket: {gap:?}"
+        );
+    }
+    assert!(
+        at(1).duration_since(at(0)) < Duration::from_secs(5) || at(0).duration_since(at(1)) < Duration::from_secs(5),
+        "shards of different buckets do not wait for each other"
+    );
+    assert_eq!(fake.violations(), Vec::<String>::new());
+    assert_eq!(fake.session_starts_remaining(), 996);
+
+    // A DM arrives on shard 0, the guild's messages on their shard: each once.
+    let admin = fake.admin();
+    fake.send_dm(&admin, "direct").await;
+    fake.send_group(&admin, &fake.group(), "in the guild", true).await;
+    fake.send_group(&admin, &fake.second_guild_channel(), "in the other guild", true)
+        .await;
+    running.sink.wait_for(3).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut texts = running.texts();
+    texts.sort();
+    assert_eq!(texts, ["direct", "in the guild", "in the other guild"]);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_almost_spent_session_start_budget_is_waited_out_not_spent() {
+    let fake = FakeDiscord::start().await;
+    // 50 of 1,000 left is what Herald keeps back; the budget resets in 3 s.
+    fake.set_session_start_limit(1000, 50, Duration::from_secs(3), 1);
+    let started = std::time::Instant::now();
+    let running = start(&fake);
+    until_within("an IDENTIFY after the reset", Duration::from_secs(15), || {
+        !fake.identifies().is_empty()
+    })
+    .await;
+    let waited = fake.identify_times()[0].duration_since(started);
+    assert!(
+        waited >= Duration::from_millis(2_500),
+        "identified {waited:?} after the start"
+    );
+    online(&fake).await;
+    fake.send_dm(&fake.admin(), "after the reset").await;
+    running.sink.wait_for(1).await;
+    assert_eq!(fake.session_starts_remaining(), 999);
+    assert_eq!(fake.violations(), Vec::<String>::new());
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_invalid_session_storm_is_met_with_waits_that_double() {
+    let fake = FakeDiscord::start().await;
+    fake.refuse_next_identifies(2);
+    let running = start(&fake);
+    until_within("the third IDENTIFY", Duration::from_secs(30), || {
+        fake.identifies().len() == 3
+    })
+    .await;
+    online(&fake).await;
+    let times = fake.identify_times();
+    let (first, second) = (times[1].duration_since(times[0]), times[2].duration_since(times[1]));
+    assert!(first >= Duration::from_secs(5), "{first:?}");
+    assert!(
+        second >= Duration::from_secs(10),
+        "the second wait doubles the first: {second:?}"
+    );
+    fake.send_dm(&fake.admin(), "through the storm").await;
+    running.sink.wait_for(1).await;
+    assert_eq!(fake.identifies().len(), 3, "no IDENTIFY more than the storm asked for");
+    assert_eq!(fake.violations(), Vec::<String>::new());
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn frames_come_zlib_compressed_unless_switched_off() {
+    let fake = FakeDiscord::start().await;
+    let running = answering(&fake, "squeezed").await;
+    assert_eq!(fake.compressed_connections(), 1);
+    running.stop().await.unwrap();
+
+    let fake = FakeDiscord::start().await;
+    let running = start_with(&format!("{}    compress: false\n", fake.channel_yaml()));
+    online(&fake).await;
+    fake.send_dm(&fake.admin(), "plain").await;
+    running.sink.wait_for(1).await;
+    assert_eq!(fake.compressed_connections(), 0);
+    assert_eq!(running.texts(), ["plain"]);
     running.stop().await.unwrap();
 }

@@ -33,11 +33,14 @@ pub struct Channels {
 
 /// The adapters `config` asks for, not yet connected. `store` is where
 /// adapters keep their progress (Telegram's update offset); `None` when only
-/// probing (`herald doctor`). Every channel keeps its send windows in
+/// probing (`herald doctor`); `locks` is how the processes on one
+/// database share work an ingress splits (Discord's shards). Every channel
+/// keeps its send windows in
 /// `limiter` (see [`send_limiter`]); every connection trusts `tls`.
 pub fn build(
     config: &ChannelsConfig,
     store: Option<Arc<dyn ConversationStore>>,
+    locks: Option<Arc<dyn ExclusiveLocks>>,
     limiter: Arc<dyn SendLimiter>,
     tls: &ClientTls,
 ) -> Result<Channels> {
@@ -46,7 +49,10 @@ pub fn build(
     }
     let mut built: Vec<Built> = Vec::new();
     if let Some(discord) = &config.discord {
-        built.push(herald_channels::discord::build(discord, limiter.clone(), tls).context("channels.discord")?);
+        built.push(
+            herald_channels::discord::build(discord, store.clone(), locks, limiter.clone(), tls)
+                .context("channels.discord")?,
+        );
     }
     if let Some(telegram) = &config.telegram {
         built.push(

@@ -1,6 +1,7 @@
 //! The Discord adapter's REST calls, and the outbound half.
 //!
-//! Herald calls five REST routes (the bot user, the gateway, a channel,
+//! Herald calls five REST routes (the bot user, the gateway with the
+//! bot's session-start budget, a channel,
 //! create message, trigger typing), each built here on the workspace's one
 //! HTTP client: API v10 under `api_url`, `Authorization: Bot …` and the
 //! `DiscordBot (url, version)` user agent Discord requires. Every answer's
@@ -21,6 +22,7 @@ use serde::Deserialize;
 use tracing::debug;
 
 use super::config::DiscordConfig;
+use super::gateway::start::GatewayBot;
 use super::model::{ChannelObject, id_from_string};
 use super::payload::{CHANNEL, Place};
 use super::ratelimit::{RouteLimits, observe, too_many_requests};
@@ -172,21 +174,21 @@ impl DiscordApi {
         Self::parse(route, &body)
     }
 
-    /// The gateway URL, as `GET /gateway` answers it (without a query
-    /// string: the reader adds its own `?v=10&encoding=json`).
-    pub async fn gateway_url(&self) -> Result<String, ChannelError> {
-        #[derive(Deserialize)]
-        struct Gateway {
-            url: String,
+    /// `GET /gateway/bot`: the gateway URL (without a query string: the
+    /// reader adds its own), the shard count Discord recommends and the
+    /// session-start budget.
+    pub async fn gateway_bot(&self) -> Result<GatewayBot, ChannelError> {
+        let route = "GET /gateway/bot";
+        let body = self.call(route, Request::get("/gateway/bot")).await?;
+        let mut gateway: GatewayBot = Self::parse(route, &body)?;
+        gateway.url = gateway.url.split('?').next().unwrap_or_default().to_owned();
+        if !(gateway.url.starts_with("wss://") || gateway.url.starts_with("ws://")) {
+            return Err(ChannelError::Fatal(format!(
+                "{route}: `{}` is not a websocket URL",
+                gateway.url
+            )));
         }
-        let route = "GET /gateway";
-        let body = self.call(route, Request::get("/gateway")).await?;
-        let gateway: Gateway = Self::parse(route, &body)?;
-        let url = gateway.url.split('?').next().unwrap_or_default().to_owned();
-        if !(url.starts_with("wss://") || url.starts_with("ws://")) {
-            return Err(ChannelError::Fatal(format!("{route}: `{url}` is not a websocket URL")));
-        }
-        Ok(url)
+        Ok(gateway)
     }
 
     pub async fn place(&self, channel: u64) -> Result<Place, ChannelError> {

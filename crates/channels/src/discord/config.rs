@@ -32,6 +32,67 @@ pub struct DiscordConfig {
     /// takes from a bot; servers with a Nitro boost take up to 25 or 100 MiB.
     #[serde(default = "default_max_upload_bytes")]
     pub max_upload_bytes: u64,
+    /// How many gateway shards the bot runs: `auto` (what Discord
+    /// recommends for the bot's guilds; one below 1,000 guilds) or a
+    /// number. Herald processes sharing one database spread the shards
+    /// among themselves.
+    #[serde(default)]
+    pub shards: Shards,
+    /// Whether the gateway's frames come zlib-compressed
+    /// (`compress=zlib-stream`). On by default: dispatches shrink to a
+    /// fraction on the wire.
+    #[serde(default = "default_true")]
+    pub compress: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `channels.discord.shards`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Shards {
+    #[default]
+    Auto,
+    Count(u32),
+}
+
+/// Discord allows shard counts up to this; more is a typo.
+pub const MAX_SHARDS: u32 = 4096;
+
+impl Shards {
+    /// The shard count to run, given what Discord recommends.
+    pub fn resolve(self, recommended: u32) -> u32 {
+        match self {
+            Shards::Auto => recommended.clamp(1, MAX_SHARDS),
+            Shards::Count(count) => count,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Shards {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Number(u64),
+            Text(String),
+        }
+        let count = match Written::deserialize(deserializer)? {
+            Written::Text(text) if text.trim() == "auto" => return Ok(Shards::Auto),
+            Written::Text(text) => text
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| serde::de::Error::custom(format!("`{text}` is neither `auto` nor a shard count")))?,
+            Written::Number(count) => count,
+        };
+        match u32::try_from(count) {
+            Ok(count) if (1..=MAX_SHARDS).contains(&count) => Ok(Shards::Count(count)),
+            _ => Err(serde::de::Error::custom(format!(
+                "{count} shards: a count is from 1 to {MAX_SHARDS}, or `auto`"
+            ))),
+        }
+    }
 }
 
 pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 8 * 1024 * 1024;
@@ -114,6 +175,38 @@ mod tests {
         assert_eq!(config.api_base(), "https://discord.com");
         assert!(config.respond_in().is_empty());
         assert_eq!(config.rate_limits, default_rate_limits());
+        assert_eq!(config.shards, Shards::Auto);
+        assert!(config.compress);
+    }
+
+    #[test]
+    fn shards_are_auto_or_a_count() {
+        assert_eq!(
+            parse(r#"{"token": "t", "shards": "auto"}"#).unwrap().shards,
+            Shards::Auto
+        );
+        assert_eq!(
+            parse(r#"{"token": "t", "shards": 4}"#).unwrap().shards,
+            Shards::Count(4)
+        );
+        assert_eq!(
+            parse(r#"{"token": "t", "shards": "2"}"#).unwrap().shards,
+            Shards::Count(2)
+        );
+        assert_eq!(Shards::Auto.resolve(0), 1);
+        assert_eq!(Shards::Auto.resolve(7), 7);
+        assert_eq!(Shards::Count(2).resolve(7), 2);
+        for (text, expected) in [
+            (r#"{"token": "t", "shards": 0}"#, "0 shards"),
+            (r#"{"token": "t", "shards": 5000}"#, "5000 shards"),
+            (
+                r#"{"token": "t", "shards": "many"}"#,
+                "neither `auto` nor a shard count",
+            ),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(error.contains(expected), "{text}: {error}");
+        }
     }
 
     #[test]

@@ -14,15 +14,20 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::model::Message;
 
-/// The query every gateway URL is opened with: API v10, JSON, no
-/// compression.
+pub mod start;
+pub mod zlib;
+
+/// The query every gateway URL is opened with: API v10, JSON.
 pub const QUERY: &str = "v=10&encoding=json";
+
+/// What the query adds for transport compression (see [`zlib`]).
+pub const COMPRESS: &str = "&compress=zlib-stream";
 
 /// The intents Herald identifies with: GUILD_MESSAGES, DIRECT_MESSAGES and
 /// MESSAGE_CONTENT. The last is privileged: it must be switched on in the
@@ -154,20 +159,36 @@ fn read_event(name: &str, data: &str) -> Event {
 
 /// `url` with the gateway query: Discord's URLs come without a path
 /// (`wss://gateway.discord.gg`), and with one the query follows it.
-pub fn connect_url(url: &str) -> String {
+pub fn connect_url(url: &str, compress: bool) -> String {
     let base = url.split('?').next().unwrap_or_default();
     let slash = if base.ends_with('/') { "" } else { "/" };
-    format!("{base}{slash}?{QUERY}")
+    let compress = if compress { COMPRESS } else { "" };
+    format!("{base}{slash}?{QUERY}{compress}")
 }
 
-/// IDENTIFY: opens a new session. `token` is the bot token without its
-/// `Bot ` prefix.
-pub fn identify(token: &str) -> String {
+/// One shard of the bot: `id` of `count`, as IDENTIFY's `shard` field
+/// carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShardId {
+    pub id: u32,
+    pub count: u32,
+}
+
+impl std::fmt::Display for ShardId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.id, self.count)
+    }
+}
+
+/// IDENTIFY: opens a new session on `shard`. `token` is the bot token
+/// without its `Bot ` prefix.
+pub fn identify(token: &str, shard: ShardId) -> String {
     json!({
         "op": IDENTIFY,
         "d": {
             "token": token,
             "intents": INTENTS,
+            "shard": [shard.id, shard.count],
             "properties": { "os": std::env::consts::OS, "browser": "herald", "device": "herald" },
         }
     })
@@ -180,8 +201,9 @@ pub fn heartbeat(seq: Option<u64>) -> String {
 }
 
 /// A session the gateway can resume: what a lost connection carries over
-/// to the next one.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// to the next one, and what the store keeps so a restarted Herald resumes
+/// too.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     /// The session id and the URL to resume it at, once READY said them.
     pub resumable: Option<(String, String)>,
@@ -191,9 +213,12 @@ pub struct Session {
 
 impl Session {
     /// The URL to connect to: the session's resume URL, or `gateway` (what
-    /// `GET /gateway` answered) for a new session.
-    pub fn url(&self, gateway: &str) -> String {
-        connect_url(self.resumable.as_ref().map_or(gateway, |(_, url)| url.as_str()))
+    /// `GET /gateway/bot` answered) for a new session.
+    pub fn url(&self, gateway: &str, compress: bool) -> String {
+        connect_url(
+            self.resumable.as_ref().map_or(gateway, |(_, url)| url.as_str()),
+            compress,
+        )
     }
 
     /// Whether the next connection resumes rather than identifies.
@@ -203,14 +228,14 @@ impl Session {
 
     /// The frame that follows HELLO: RESUME where the session can be
     /// resumed, IDENTIFY otherwise.
-    pub fn greeting(&self, token: &str) -> String {
+    pub fn greeting(&self, token: &str, shard: ShardId) -> String {
         match (&self.resumable, self.seq) {
             (Some((session_id, _)), Some(seq)) => json!({
                 "op": RESUME,
                 "d": { "token": token, "session_id": session_id, "seq": seq },
             })
             .to_string(),
-            _ => identify(token),
+            _ => identify(token, shard),
         }
     }
 
@@ -289,9 +314,11 @@ pub fn after_close(code: u16) -> AfterClose {
         4004 => AfterClose::Fatal(
             "the discord gateway refused the bot token (4004); check channels.discord.token".into(),
         ),
-        4010 | 4011 => AfterClose::Fatal(format!(
-            "the discord gateway refused Herald's shard ({code}); Herald runs one shard, which bots in fewer than 2,500 guilds need"
-        )),
+        4010 => AfterClose::Fatal("the discord gateway refused Herald's shard (4010); check channels.discord.shards".into()),
+        4011 => AfterClose::Fatal(
+            "the discord gateway requires more shards for this bot's guilds (4011); set channels.discord.shards to auto or a larger count"
+                .into(),
+        ),
         4012 => AfterClose::Fatal("the discord gateway refused API version 10 (4012)".into()),
         4013 => AfterClose::Fatal("the discord gateway refused Herald's intents (4013)".into()),
         4014 => AfterClose::Fatal(

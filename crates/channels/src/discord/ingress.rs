@@ -1,93 +1,39 @@
-//! The Discord adapter's inbound half: Herald's own gateway connection.
+//! The Discord adapter's inbound half: the bot's gateway shards.
 //!
-//! `GET /gateway` names the WebSocket; HELLO says how often to heartbeat;
-//! IDENTIFY (or RESUME, for a session that lost its connection) opens the
-//! session; `MESSAGE_CREATE` events arrive in the gateway's order. The
-//! frames that have arrived together (up to [`MAX_BATCH`]) are read
-//! together, and the messages among them go to the sink in one
-//! [`hand_over_all`], in order; the next frames are read only once the
-//! queue holds them, and nothing else (typing, replies) happens for a
-//! message before. Heartbeats go on while a batch is being stored.
-//!
-//! A lost connection resumes its session at the URL READY gave: Discord
-//! replays what the session missed, with the same message ids, which are
-//! the queue's dedup key, so a replayed message is stored once. RECONNECT
-//! (op 7) and an invalid session connect again at once; a dropped or
-//! closed connection through the channels' reconnect policy; a close code
-//! that says a setting is wrong (the token, the MESSAGE CONTENT intent)
-//! ends the channel with an error that names the setting.
-//! The protocol itself (frames, heartbeat bookkeeping, close codes) is
-//! [`super::gateway`], which is pure.
+//! `GET /gateway/bot` names the gateway, the shard count Discord
+//! recommends (`channels.discord.shards: auto`) and the session-start
+//! budget; each shard is one connection ([`super::shard`]), opened in its
+//! identify turn ([`super::starts`]). Alone (no store to coordinate through,
+//! as in `herald doctor` or a test), this process runs every shard; with
+//! the store's exclusive locks, the Herald processes sharing the database
+//! spread the shards among themselves ([`super::spread`]).
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::{FutureExt, SinkExt, StreamExt};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use herald_core::channel::ChannelIngress;
-use herald_core::{ChannelError, ChannelName, InboundSink};
-use secrecy::{ExposeSecret, SecretString};
-use tokio::sync::Mutex;
-use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message as WsMessage;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use herald_core::{ChannelError, ChannelName, ExclusiveLocks, InboundSink};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, info, info_span, warn};
 
-use super::client::DiscordApi;
-use super::gateway::{self, AfterClose, Beat, Event, Frame, Heartbeat, Session};
-use super::model::Message;
-use super::payload::{self, CHANNEL, Place};
-use crate::retry::{LOOKUP, Retry, hand_over_all, pause, reconnect};
-use crate::tls;
+use super::config::Shards;
+use super::gateway::ShardId;
+use super::payload::CHANNEL;
+use super::shard::{Gateway, Shard};
+use super::spread::Rounds;
+use super::starts::Starts;
+use crate::retry::persist;
 
-/// The largest gateway message Herald reads. Discord's dispatches are
-/// kilobytes, and a large guild's `GUILD_CREATE` without the member and
-/// presence intents stays well under a megabyte; the WebSocket library's
-/// default (64 MiB) would let one frame take that much memory.
-const MAX_GATEWAY_FRAME: usize = 8 * 1024 * 1024;
-
-/// The most gateway frames read before the messages among them are stored.
-pub const MAX_BATCH: usize = 100;
-
-/// How long a new connection may take to say HELLO.
-const HELLO_WAIT: Duration = Duration::from_secs(20);
-
-type Socket = tls::WebSocket;
+pub use super::shard::{MAX_BATCH, MAX_GATEWAY_FRAME};
 
 /// Receives from the gateway and hands messages to the sink.
 pub struct DiscordIngress {
-    pub(super) api: Arc<DiscordApi>,
-    pub(super) respond_in: HashSet<u64>,
-    /// The bot token without `Bot `, as IDENTIFY and RESUME carry it.
-    pub(super) token: SecretString,
-    pub(super) tls: Arc<rustls::ClientConfig>,
-}
-
-/// What one run of the channel keeps from connection to connection.
-#[derive(Default)]
-struct State {
-    session: Session,
-    bot_id: Option<u64>,
-    /// Where each channel is (a DM, a guild channel, a thread), looked up
-    /// once.
-    places: HashMap<u64, Place>,
-}
-
-/// Why a connection stopped being read.
-enum End {
-    /// The gateway asked for a new connection (RECONNECT, or an invalid
-    /// session): open it now.
-    Again(String),
-    /// The session cannot go on and a new one must wait, as Discord asks
-    /// after an invalid session that cannot be resumed.
-    Identify(String),
-    /// Closed by the gateway, or broken: connect again by the policy.
-    Lost(String),
-    /// A close code that connecting again cannot help.
-    Fatal(String),
+    pub(super) gateway: Gateway,
+    pub(super) shards: Shards,
+    /// The store's locks, through which processes share the shards.
+    pub(super) locks: Option<Arc<dyn ExclusiveLocks>>,
 }
 
 #[async_trait]
@@ -97,365 +43,95 @@ impl ChannelIngress for DiscordIngress {
     }
 
     async fn run(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
-        let channel = ChannelName::new(CHANNEL);
-        let state = Mutex::new(State::default());
-        reconnect(
-            "the discord gateway session",
-            &channel,
-            sink.as_ref(),
-            &shutdown,
-            || self.until_lost(sink.as_ref(), &state, &shutdown),
-        )
-        .await
+        let api = &self.gateway.api;
+        let Some(bot) = persist("GET /users/@me", &shutdown, || api.current_user())
+            .await
+            .transpose()?
+        else {
+            return Ok(());
+        };
+        info!(bot = %bot.username, id = bot.id, "signed in to discord");
+        let Some(found) = persist("GET /gateway/bot", &shutdown, || api.gateway_bot())
+            .await
+            .transpose()?
+        else {
+            return Ok(());
+        };
+        let count = self.shards.resolve(found.shards);
+        if count < found.shards {
+            warn!(
+                shards = count,
+                recommended = found.shards,
+                "channels.discord.shards is below what Discord recommends for this bot's guilds"
+            );
+        }
+        info!(
+            shards = count,
+            recommended = found.shards,
+            "running the discord gateway"
+        );
+        let starts = Starts::new(api.clone(), self.locks.clone(), found.session_start_limit.buckets());
+        let shard = |id: u32| Shard {
+            gateway: &self.gateway,
+            starts: &starts,
+            id: ShardId { id, count },
+            bot_id: bot.id,
+            url: found.url.clone(),
+        };
+        match &self.locks {
+            Some(locks) => {
+                let rounds = Rounds {
+                    locks: locks.as_ref(),
+                    count,
+                    shard: &shard,
+                    sink: sink.as_ref(),
+                };
+                rounds.run(&shutdown).await
+            }
+            None => every_shard(count, &shard, sink.as_ref(), &shutdown).await,
+        }
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {
-        let bot = self.api.current_user().await?;
-        let gateway = self.api.gateway_url().await?;
-        Ok(format!("bot {} ({}), gateway {gateway}", bot.username, bot.id))
+        let bot = self.gateway.api.current_user().await?;
+        let gateway = self.gateway.api.gateway_bot().await?;
+        let starts = &gateway.session_start_limit;
+        Ok(format!(
+            "bot {} ({}), gateway {}, {} shard(s) recommended, {} of {} session starts left today",
+            bot.username, bot.id, gateway.url, gateway.shards, starts.remaining, starts.total
+        ))
+    }
+
+    /// With the store's locks the shards are shared out shard by shard, so
+    /// the ingress runs in every process; without, one process runs it.
+    fn exclusive(&self) -> bool {
+        self.locks.is_none()
     }
 }
 
-impl DiscordIngress {
-    /// Connections one after another for as long as the gateway asks for
-    /// fresh ones; `Ok` at shutdown, an error when one is lost.
-    async fn until_lost(
-        &self,
-        sink: &dyn InboundSink,
-        state: &Mutex<State>,
-        shutdown: &CancellationToken,
-    ) -> Result<(), ChannelError> {
-        let mut state = state.lock().await;
-        loop {
-            match self.connection(sink, &mut state, shutdown).await? {
-                None => return Ok(()),
-                Some(End::Again(reason)) => info!(reason = %reason, "connecting to the discord gateway again"),
-                Some(End::Identify(reason)) => {
-                    // Discord asks for a random wait of one to five seconds.
-                    let wait = Duration::from_millis(1_000 + rand::random::<u64>() % 4_000);
-                    info!(reason = %reason, ?wait, "opening a new discord gateway session");
-                    if !pause(wait, shutdown).await {
-                        return Ok(());
-                    }
-                }
-                Some(End::Lost(reason)) => return Err(ChannelError::Transient(reason)),
-                Some(End::Fatal(reason)) => return Err(ChannelError::Fatal(reason)),
-            }
+/// Runs all `count` shards here until shutdown; a shard that fails for
+/// good ends them all.
+async fn every_shard<'a>(
+    count: u32,
+    shard: &(dyn Fn(u32) -> Shard<'a> + Sync),
+    sink: &dyn InboundSink,
+    shutdown: &CancellationToken,
+) -> Result<(), ChannelError> {
+    let stop = shutdown.child_token();
+    let mut runs: FuturesUnordered<_> = (0..count)
+        .map(|id| {
+            let shard = shard(id);
+            let stop = &stop;
+            let span = info_span!("shard", shard = %shard.id);
+            async move { shard.run(sink, stop).await }.instrument(span)
+        })
+        .collect();
+    let mut failed = None;
+    while let Some(ended) = runs.next().await {
+        if let Err(err) = ended {
+            stop.cancel();
+            failed.get_or_insert(err);
         }
     }
-
-    /// Opens a connection and reads it until it ends; `Ok(None)` is
-    /// shutdown.
-    async fn connection(
-        &self,
-        sink: &dyn InboundSink,
-        state: &mut State,
-        shutdown: &CancellationToken,
-    ) -> Result<Option<End>, ChannelError> {
-        let bot_id = match state.bot_id {
-            Some(id) => id,
-            None => {
-                let bot = self.api.current_user().await?;
-                info!(bot = %bot.username, id = bot.id, "signed in to discord");
-                state.bot_id = Some(bot.id);
-                bot.id
-            }
-        };
-        let gateway = if state.session.can_resume() {
-            String::new()
-        } else {
-            self.api.gateway_url().await?
-        };
-        let url = state.session.url(&gateway);
-        info!(gateway = %url, resuming = state.session.can_resume(), "connecting to the discord gateway");
-        let connect = tls::connect_websocket(url.as_str(), &self.tls, MAX_GATEWAY_FRAME);
-        let mut socket = tokio::select! {
-            () = shutdown.cancelled() => return Ok(None),
-            socket = connect => socket
-                .map_err(|err| ChannelError::Transient(format!("could not open the discord gateway: {err}")))?,
-        };
-        let ended = self.read(sink, &mut socket, state, bot_id, shutdown).await;
-        let close = match &ended {
-            // Closing with 1000 ends the session: the bot shows offline at once.
-            None | Some(End::Fatal(_)) => Some(CloseCode::Normal),
-            Some(End::Identify(_)) => Some(CloseCode::Normal),
-            // Any other code keeps the session resumable.
-            Some(End::Again(_)) => Some(CloseCode::from(gateway::CLOSE_TO_RESUME)),
-            Some(End::Lost(_)) => None,
-        };
-        if let Some(code) = close {
-            let frame = CloseFrame {
-                code,
-                reason: "".into(),
-            };
-            let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(Some(frame))).await;
-        }
-        Ok(ended)
-    }
-
-    /// Reads `socket` until it ends (`None`: shutdown).
-    async fn read(
-        &self,
-        sink: &dyn InboundSink,
-        socket: &mut Socket,
-        state: &mut State,
-        bot_id: u64,
-        shutdown: &CancellationToken,
-    ) -> Option<End> {
-        let interval = match tokio::time::timeout(HELLO_WAIT, socket.next()).await {
-            Err(_) => return Some(End::Lost("the discord gateway said no HELLO".into())),
-            Ok(first) => {
-                let mut batch = Batch::default();
-                let mut heartbeat = Heartbeat::new(Duration::MAX);
-                batch.add(first, &mut state.session, &mut heartbeat);
-                match (batch.hello, batch.end) {
-                    (Some(interval), None) => interval,
-                    (_, Some(end)) => return Some(end),
-                    (None, None) => return Some(End::Lost("the discord gateway did not begin with HELLO".into())),
-                }
-            }
-        };
-        let greeting = state.session.greeting(self.token.expose_secret());
-        if let Err(err) = socket.send(WsMessage::text(greeting)).await {
-            return Some(End::Lost(format!("could not identify to the discord gateway: {err}")));
-        }
-        let mut heartbeat = Heartbeat::new(interval);
-        let mut next_beat = Instant::now() + heartbeat.first_after(rand::random::<f64>());
-        loop {
-            let first = tokio::select! {
-                biased;
-                () = shutdown.cancelled() => return None,
-                // What has arrived (an acknowledgement among it) is read
-                // before a heartbeat falls due.
-                message = socket.next() => message,
-                () = tokio::time::sleep_until(next_beat) => {
-                    // From now, not from when it was due: a late beat does
-                    // not bring the next ones closer together.
-                    next_beat = Instant::now() + heartbeat.interval;
-                    if heartbeat.due() == Beat::Zombie {
-                        return Some(End::Lost("the discord gateway did not acknowledge a heartbeat".into()));
-                    }
-                    if let Err(err) = socket.send(WsMessage::text(gateway::heartbeat(state.session.seq))).await {
-                        return Some(End::Lost(format!("could not send a heartbeat: {err}")));
-                    }
-                    continue;
-                }
-            };
-            let mut batch = Batch::default();
-            let mut next = first;
-            loop {
-                batch.add(next, &mut state.session, &mut heartbeat);
-                if batch.is_full() {
-                    break;
-                }
-                // What else has arrived goes with it; nothing is waited for.
-                match socket.next().now_or_never() {
-                    Some(message) => next = message,
-                    None => break,
-                }
-            }
-            if let Some(connected) = batch.connected {
-                sink.connected(&ChannelName::new(CHANNEL), connected);
-            }
-            if !batch.messages.is_empty() {
-                let messages = std::mem::take(&mut batch.messages);
-                let stored = {
-                    let handing = self.handle_all(sink, &mut state.places, bot_id, messages, shutdown);
-                    tokio::pin!(handing);
-                    // A store that is slow must not cost the connection:
-                    // heartbeats go on meanwhile (their acknowledgements are
-                    // read with the next frames).
-                    loop {
-                        tokio::select! {
-                            stored = &mut handing => break stored,
-                            () = tokio::time::sleep_until(next_beat) => {
-                                next_beat = Instant::now() + heartbeat.interval;
-                                heartbeat.due();
-                                let beat = gateway::heartbeat(state.session.seq);
-                                if let Err(err) = socket.send(WsMessage::text(beat)).await {
-                                    batch.end.get_or_insert(End::Lost(format!("could not send a heartbeat: {err}")));
-                                }
-                            }
-                        }
-                    }
-                };
-                if !stored {
-                    return None;
-                }
-            }
-            if batch.beat_now {
-                let beat = gateway::heartbeat(state.session.seq);
-                if let Err(err) = socket.send(WsMessage::text(beat)).await {
-                    return Some(End::Lost(format!("could not send a heartbeat: {err}")));
-                }
-            }
-            if let Some(end) = batch.end {
-                return Some(end);
-            }
-        }
-    }
-
-    async fn place_of(
-        &self,
-        places: &mut HashMap<u64, Place>,
-        message: &Message,
-        shutdown: &CancellationToken,
-    ) -> Place {
-        let channel = message.channel_id;
-        if payload::is_direct(message) {
-            return Place::Direct { channel };
-        }
-        if let Some(place) = places.get(&channel) {
-            return *place;
-        }
-        let mut retry = Retry::new(LOOKUP);
-        loop {
-            match self.api.place(channel).await {
-                Ok(place) => {
-                    places.insert(channel, place);
-                    return place;
-                }
-                Err(err) => {
-                    warn!(error = %err, channel, attempt = retry.failures() + 1, "could not look up a discord channel");
-                    if !retry.wait(err.retry_class(), shutdown).await {
-                        break;
-                    }
-                }
-            }
-        }
-        // Posting to the message's own channel still answers in the right
-        // place; only a thread's grouping under its parent is lost.
-        Place::Channel { channel }
-    }
-
-    /// Hands the messages for Herald among `messages` to the sink, in
-    /// order and as one batch. A message is only safe once the queue has
-    /// it. `false` means shutdown came first.
-    async fn handle_all(
-        &self,
-        sink: &dyn InboundSink,
-        places: &mut HashMap<u64, Place>,
-        bot_id: u64,
-        messages: Vec<Message>,
-        shutdown: &CancellationToken,
-    ) -> bool {
-        let mut inbound = Vec::with_capacity(messages.len());
-        for message in messages {
-            if !payload::is_for_herald(&message, bot_id) {
-                continue;
-            }
-            let place = self.place_of(places, &message, shutdown).await;
-            inbound.extend(payload::inbound(&message, place, bot_id, &self.respond_in));
-        }
-        if inbound.is_empty() {
-            return true;
-        }
-        let Some(admissions) = hand_over_all(sink, &inbound, shutdown).await else {
-            return false;
-        };
-        for (message, admission) in inbound.iter().zip(admissions) {
-            debug!(conversation = %message.conversation.id, ?admission, "discord message accepted");
-        }
-        true
-    }
-}
-
-/// Frames read together, and how the connection is to go on after them.
-#[derive(Default)]
-struct Batch {
-    messages: Vec<Message>,
-    frames: usize,
-    hello: Option<Duration>,
-    /// READY or RESUMED (`true`).
-    connected: Option<bool>,
-    /// The gateway asked for a heartbeat now.
-    beat_now: bool,
-    end: Option<End>,
-}
-
-impl Batch {
-    fn add(
-        &mut self,
-        message: Option<Result<WsMessage, tokio_tungstenite::tungstenite::Error>>,
-        session: &mut Session,
-        heartbeat: &mut Heartbeat,
-    ) {
-        self.frames += 1;
-        let text = match message {
-            Some(Ok(WsMessage::Text(text))) => text,
-            Some(Ok(WsMessage::Close(frame))) => {
-                self.end = Some(closed(frame, session));
-                return;
-            }
-            Some(Ok(WsMessage::Binary(_))) => {
-                warn!("the discord gateway sent a binary frame, which Herald did not ask for; ignored");
-                return;
-            }
-            // tungstenite answers pings by itself.
-            Some(Ok(_)) => return,
-            Some(Err(err)) => {
-                self.end = Some(End::Lost(format!("the discord gateway connection broke: {err}")));
-                return;
-            }
-            None => {
-                self.end = Some(End::Lost("the discord gateway closed the connection".into()));
-                return;
-            }
-        };
-        match gateway::read_frame(text.as_str()) {
-            Frame::Dispatch { seq, event } => {
-                session.saw(seq);
-                match event {
-                    Event::Message(message) => self.messages.push(*message),
-                    Event::Ready { session_id, resume_url } => {
-                        info!(session = %session_id, "discord gateway session ready");
-                        session.resumable = Some((session_id, resume_url));
-                        self.connected = Some(true);
-                    }
-                    Event::Resumed => {
-                        info!("discord gateway session resumed");
-                        self.connected = Some(true);
-                    }
-                    Event::Undecodable(error) => {
-                        warn!(seq, error = %error, "a discord event did not decode; skipped");
-                    }
-                    Event::Other => {}
-                }
-            }
-            Frame::Hello { interval } => self.hello = Some(interval),
-            Frame::HeartbeatNow => self.beat_now = true,
-            Frame::HeartbeatAck => heartbeat.acknowledged(),
-            Frame::Reconnect => self.end = Some(End::Again("the gateway asked for a reconnect".into())),
-            Frame::InvalidSession { resumable } => {
-                self.end = Some(if resumable {
-                    End::Again("the gateway invalidated the connection; resuming".into())
-                } else {
-                    session.forget();
-                    End::Identify("the gateway invalidated the session".into())
-                });
-            }
-            Frame::Ignore => debug!("a discord gateway frame Herald does not act on was ignored"),
-        }
-    }
-
-    fn is_full(&self) -> bool {
-        self.frames >= MAX_BATCH || self.end.is_some()
-    }
-}
-
-/// What the gateway closing the connection means.
-fn closed(frame: Option<CloseFrame>, session: &mut Session) -> End {
-    let Some(frame) = frame else {
-        return End::Lost("the discord gateway closed the connection".into());
-    };
-    let code = u16::from(frame.code);
-    let why = format!("the discord gateway closed the connection ({code} {})", frame.reason);
-    match gateway::after_close(code) {
-        AfterClose::Resume => End::Lost(why),
-        AfterClose::Identify => {
-            session.forget();
-            End::Lost(why)
-        }
-        AfterClose::Fatal(reason) => End::Fatal(reason),
-    }
+    failed.map_or(Ok(()), Err)
 }

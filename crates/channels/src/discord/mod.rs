@@ -7,11 +7,14 @@
 //! - [`config`]: `channels.discord` in herald.yaml.
 //! - [`model`]: the part of Discord's objects Herald reads.
 //! - [`payload`]: pure, Discord message to [`herald_core::InboundMessage`].
-//! - [`gateway`]: pure, the gateway protocol (frames, heartbeats, close codes).
+//! - [`gateway`]: pure, the gateway protocol (frames, heartbeats, close
+//!   codes, session starts, zlib-stream).
 //! - [`render`]: pure, reply to create-message request body.
 //! - [`ratelimit`]: pure, per-route buckets from the response headers.
 //! - [`client`]: REST calls, and the outbound sender.
-//! - [`ingress`]: the gateway connection, messages in.
+//! - [`ingress`]: the bot's gateway shards, messages in; [`shard`] one
+//!   shard's connection, [`starts`] the identify turns, [`spread`] how
+//!   processes sharing a database share the shards.
 //!
 //! Architecture invariant: a received message goes to the sink before
 //! anything else happens for it, and messages reach the sink in the
@@ -28,10 +31,13 @@ pub mod model;
 pub mod payload;
 pub mod ratelimit;
 pub mod render;
+pub mod shard;
+pub mod spread;
+mod starts;
 
 use std::sync::Arc;
 
-use herald_core::ChannelError;
+use herald_core::{ChannelError, ConversationStore, ExclusiveLocks};
 
 pub use client::{DiscordApi, DiscordSender};
 pub use config::DiscordConfig;
@@ -42,9 +48,14 @@ use crate::Built;
 use crate::outbound::Delivery;
 
 /// The two halves of the Discord channel, sharing one REST client (and so
-/// one set of rate-limit buckets).
+/// one set of rate-limit buckets). `store` keeps the shards' sessions
+/// across restarts and `locks` shares the shards among the processes on
+/// one database; without them (probing, tests) one process runs every
+/// shard and a restart opens new sessions.
 pub fn build(
     config: &DiscordConfig,
+    store: Option<Arc<dyn ConversationStore>>,
+    locks: Option<Arc<dyn ExclusiveLocks>>,
     limiter: Arc<dyn herald_core::SendLimiter>,
     tls: &herald_net::ClientTls,
 ) -> Result<Built, ChannelError> {
@@ -58,10 +69,16 @@ pub fn build(
         limiter,
     );
     let ingress = DiscordIngress {
-        api,
-        respond_in: config.respond_in(),
-        token: config.bare_token(),
-        tls: tls.rustls(),
+        gateway: shard::Gateway {
+            api,
+            respond_in: config.respond_in(),
+            token: config.bare_token(),
+            tls: tls.rustls(),
+            compress: config.compress,
+            store,
+        },
+        shards: config.shards,
+        locks,
     };
     Ok(Built {
         outbound: Arc::new(delivery),

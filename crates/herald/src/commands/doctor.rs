@@ -124,10 +124,11 @@ pub async fn doctor(config_path: &Path, loaded: Result<Config, ConfigError>) -> 
         Err(err) => report(false, "model", err.to_string()),
     }
     // Each configured platform checks its credentials and reachability
-    // (Discord: GET /users/@me and GET /gateway; Telegram: getMe; Slack: auth.test and, in
+    // (Discord: GET /users/@me and GET /gateway/bot; Telegram: getMe; Slack: auth.test and, in
     // Socket Mode, apps.connections.open; email: IMAP login and SMTP NOOP).
     match crate::channels::build(
         &channels_config,
+        None,
         None,
         Arc::new(herald_core::LocalLimiter::new(
             Arc::new(herald_core::SteadyClock::new()),

@@ -59,6 +59,7 @@ pub async fn run(app: App, role: Role) -> Result<ExitCode> {
     let built = channels::build(
         &app.config.channels,
         Some(app.storage.conversations()),
+        Some(app.storage.locks()),
         channels::send_limiter(&app),
         &app.config.client_tls,
     )?;

@@ -76,6 +76,72 @@ impl FakeDiscord {
         self.shared.lock().message_content_allowed = allowed;
     }
 
+    /// The second guild's text channel: on shard 0 of two, where the
+    /// first guild's channels are on shard 1.
+    pub fn second_guild_channel(&self) -> GroupTarget {
+        GroupTarget {
+            chat: SECOND_CHANNEL_ID.into(),
+            thread: None,
+        }
+    }
+
+    /// The shard count `GET /gateway/bot` recommends (1 unless set).
+    pub fn set_recommended_shards(&self, shards: u32) {
+        self.shared.lock().recommended_shards = shards;
+    }
+
+    /// `session_start_limit`: `remaining` of `total` IDENTIFYs left until
+    /// `reset_after` from now, and `max_concurrency` identify buckets. An
+    /// IDENTIFY with none left resets the bot's token (every later request
+    /// fails with 4004 or 401), as Discord does, and is a violation; so is a
+    /// second IDENTIFY in one bucket within 5 seconds, which is answered
+    /// with an invalid session.
+    pub fn set_session_start_limit(&self, total: u32, remaining: u32, reset_after: Duration, max_concurrency: u32) {
+        let mut state = self.shared.lock();
+        state.session_start.total = total;
+        state.session_start.remaining = remaining;
+        state.session_start.reset_after = reset_after;
+        state.session_start.resets_at = std::time::Instant::now() + reset_after;
+        state.session_start.max_concurrency = max_concurrency;
+    }
+
+    /// How many IDENTIFYs the budget has left.
+    pub fn session_starts_remaining(&self) -> u32 {
+        let mut state = self.shared.lock();
+        state.session_start.refresh(std::time::Instant::now());
+        state.session_start.remaining
+    }
+
+    /// Answers the next `count` IDENTIFYs with op 9 INVALID_SESSION
+    /// (`false`) instead of READY: an invalid-session storm.
+    pub fn refuse_next_identifies(&self, count: usize) {
+        self.shared.lock().refuse_identifies = count;
+    }
+
+    /// When each IDENTIFY arrived, in the order of [`Self::identifies`].
+    pub fn identify_times(&self) -> Vec<std::time::Instant> {
+        self.shared.lock().identify_times.clone()
+    }
+
+    /// How many connections asked for `zlib-stream` transport compression
+    /// (and got every frame compressed).
+    pub fn compressed_connections(&self) -> usize {
+        self.shared.lock().compressed_connections
+    }
+
+    /// The shards (`[id, count]`) with a live connection.
+    pub fn connected_shards(&self) -> Vec<[u64; 2]> {
+        let state = self.shared.lock();
+        let mut shards: Vec<[u64; 2]> = state
+            .sessions
+            .values()
+            .filter(|s| s.connection.is_some())
+            .map(|s| s.shard)
+            .collect();
+        shards.sort_unstable();
+        shards
+    }
+
     /// Every IDENTIFY received, in order.
     pub fn identifies(&self) -> Vec<Identify> {
         self.shared.lock().identifies.clone()

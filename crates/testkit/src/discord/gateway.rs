@@ -1,7 +1,10 @@
 //! The fake's gateway websocket: HELLO, then IDENTIFY (token and intents
 //! checked) answered with READY, or RESUME answered with the missed
 //! dispatches and RESUMED; heartbeats acknowledged; `MESSAGE_CREATE`
-//! dispatched with sequence numbers. Violations of the protocol close the
+//! dispatched with sequence numbers, to the shard of the message's guild
+//! (DMs to shard 0); frames zlib-compressed for a client that asks for
+//! `compress=zlib-stream`; the session-start budget and the identify
+//! buckets of `session_start_limit` enforced. Violations of the protocol close the
 //! connection with Discord's close codes.
 
 use std::sync::Arc;
@@ -27,6 +30,9 @@ pub const ALREADY_AUTHENTICATED: u16 = 4005;
 pub const INVALID_API_VERSION: u16 = 4012;
 pub const INVALID_INTENTS: u16 = 4013;
 pub const DISALLOWED_INTENTS: u16 = 4014;
+
+/// One IDENTIFY per bucket in this time, as Discord allows.
+const IDENTIFY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(super) fn serve(listener: TcpListener, shared: Arc<Shared>) -> oneshot::Sender<()> {
     let (stop, mut stopped) = oneshot::channel::<()>();
@@ -72,6 +78,11 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         state.next_connection
     };
     let version_ok = query.split('&').any(|pair| pair == "v=10");
+    let compress = query.split('&').any(|pair| pair == "compress=zlib-stream");
+    let mut deflater = compress.then(super::zlib::Deflater::new);
+    if compress {
+        shared.lock().compressed_connections += 1;
+    }
     let encoding_ok = query
         .split('&')
         .filter_map(|pair| pair.strip_prefix("encoding="))
@@ -87,7 +98,13 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         tokio::select! {
             outgoing = rx.recv() => match outgoing {
                 Some(Outgoing::Frame(frame)) => {
-                    if socket.send(Message::text(frame)).await.is_err() {
+                    // With zlib-stream, every frame is a piece of the one
+                    // zlib stream, in a binary message.
+                    let message = match &mut deflater {
+                        Some(deflater) => Message::binary(deflater.message(&frame)),
+                        None => Message::text(frame),
+                    };
+                    if socket.send(message).await.is_err() {
                         break;
                     }
                 }
@@ -197,6 +214,8 @@ fn identify(
         intents,
         shard,
     });
+    let now = std::time::Instant::now();
+    state.identify_times.push(now);
     if !token_matches(&state.token, token) {
         let _ = tx.send(Outgoing::Close(AUTHENTICATION_FAILED, "Authentication failed."));
         return None;
@@ -213,6 +232,34 @@ fn identify(
         && (total == 0 || id >= total)
     {
         let _ = tx.send(Outgoing::Close(4010, "Invalid shard."));
+        return None;
+    }
+    state.session_start.refresh(now);
+    if state.session_start.remaining == 0 {
+        // Discord's answer to a bot that used up its day's session starts:
+        // its token is reset, so nothing works until a person makes a new one.
+        state
+            .buckets
+            .record_violation("IDENTIFY with no session starts left: Discord resets the bot's token".into());
+        state.token = "reset-by-discord".into();
+        let _ = tx.send(Outgoing::Close(AUTHENTICATION_FAILED, "Authentication failed."));
+        return None;
+    }
+    state.session_start.remaining -= 1;
+    let bucket = shard.map_or(0, |[id, _]| id) % u64::from(state.session_start.max_concurrency.max(1));
+    if let Some(last) = state.session_start.last_identify.insert(bucket, now)
+        && now.duration_since(last) < IDENTIFY_INTERVAL
+    {
+        state.buckets.record_violation(format!(
+            "IDENTIFY in bucket {bucket} {:?} after the last, under Discord's 5 s",
+            now.duration_since(last)
+        ));
+        let _ = tx.send(Outgoing::Frame(wire::invalid_session(false).to_string()));
+        return None;
+    }
+    if state.refuse_identifies > 0 {
+        state.refuse_identifies -= 1;
+        let _ = tx.send(Outgoing::Frame(wire::invalid_session(false).to_string()));
         return None;
     }
     let session_id = format!("fake{:x}", state.next_snowflake);
@@ -232,6 +279,7 @@ fn identify(
         seq: 1,
         sent: vec![(1, frame.clone())],
         connection: Some((connection_id, tx.clone())),
+        shard: shard.unwrap_or([0, 1]),
     };
     let _ = tx.send(Outgoing::Frame(frame));
     // Discord follows READY with a GUILD_CREATE per guild when the GUILDS

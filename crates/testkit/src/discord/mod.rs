@@ -22,6 +22,7 @@ mod gateway;
 mod rest;
 pub mod uploads;
 pub mod wire;
+pub mod zlib;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -46,6 +47,10 @@ const BOT_ID: &str = "1100000000000000001";
 const APPLICATION_ID: &str = "1100000000000000002";
 const GUILD_ID: &str = "1200000000000000001";
 const TEXT_CHANNEL_ID: &str = "1200000000000000010";
+/// A second guild, on the other shard of two: `(id >> 22) % 2` is 0 here
+/// and 1 for [`GUILD_ID`].
+const SECOND_GUILD_ID: &str = "1200000000004194305";
+const SECOND_CHANNEL_ID: &str = "1200000000004194320";
 const THREAD_ID: &str = "1200000000000000011";
 const ADMIN_ID: &str = "1300000000000000001";
 const STRANGER_ID: &str = "1300000000000000002";
@@ -68,6 +73,30 @@ struct Session {
     sent: Vec<(u64, String)>,
     /// The live connection, if one is attached.
     connection: Option<(u64, mpsc::UnboundedSender<Outgoing>)>,
+    /// `[shard_id, num_shards]` as IDENTIFY gave it (`[0, 1]` without).
+    shard: [u64; 2],
+}
+
+/// `session_start_limit` as the fake keeps it: Discord's daily budget of
+/// IDENTIFYs and its identify buckets.
+struct SessionStart {
+    total: u32,
+    remaining: u32,
+    reset_after: Duration,
+    /// When `remaining` goes back to `total`.
+    resets_at: std::time::Instant,
+    max_concurrency: u32,
+    /// When each bucket last took an IDENTIFY.
+    last_identify: HashMap<u64, std::time::Instant>,
+}
+
+impl SessionStart {
+    fn refresh(&mut self, now: std::time::Instant) {
+        if now >= self.resets_at {
+            self.remaining = self.total;
+            self.resets_at = now + self.reset_after;
+        }
+    }
 }
 
 /// One IDENTIFY as the fake received it.
@@ -111,6 +140,16 @@ struct State {
     typing: Vec<String>,
     requests: Vec<RestRequest>,
     identifies: Vec<Identify>,
+    /// When each IDENTIFY arrived, in the order of `identifies`.
+    identify_times: Vec<std::time::Instant>,
+    /// The next this many IDENTIFYs are answered with op 9 (not
+    /// resumable): an invalid-session storm.
+    refuse_identifies: usize,
+    session_start: SessionStart,
+    /// The shard count `GET /gateway/bot` recommends.
+    recommended_shards: u32,
+    /// Connections that asked for `compress=zlib-stream`.
+    compressed_connections: usize,
     heartbeats: usize,
     /// Heartbeats go unanswered while this is set, as on a connection that
     /// died half-way (a "zombie").
@@ -192,7 +231,13 @@ impl State {
         let is_dm = record.guild_id.is_none();
         let mentions_bot = record.mentions.iter().any(|u| u.id == self.bot.id);
         let bot_id = self.bot.id.clone();
+        // Discord sends a guild's events to one shard, DMs to shard 0.
+        let guild: u64 = record.guild_id.as_deref().and_then(|g| g.parse().ok()).unwrap_or(0);
         for session in self.sessions.values_mut() {
+            let [shard, shards] = session.shard;
+            if (guild >> 22) % shards.max(1) != shard {
+                continue;
+            }
             let wanted = if is_dm {
                 wire::INTENT_DIRECT_MESSAGES
             } else {
@@ -290,6 +335,17 @@ impl FakeDiscord {
             },
         );
         channels.insert(
+            SECOND_CHANNEL_ID.to_owned(),
+            ChannelRecord {
+                id: SECOND_CHANNEL_ID.into(),
+                kind: wire::GUILD_TEXT,
+                name: "elsewhere".into(),
+                guild_id: Some(SECOND_GUILD_ID.into()),
+                parent_id: None,
+                recipient: None,
+            },
+        );
+        channels.insert(
             THREAD_ID.to_owned(),
             ChannelRecord {
                 id: THREAD_ID.into(),
@@ -324,6 +380,18 @@ impl FakeDiscord {
             typing: Vec::new(),
             requests: Vec::new(),
             identifies: Vec::new(),
+            identify_times: Vec::new(),
+            refuse_identifies: 0,
+            session_start: SessionStart {
+                total: 1000,
+                remaining: 1000,
+                reset_after: Duration::from_secs(86_400),
+                resets_at: std::time::Instant::now() + Duration::from_secs(86_400),
+                max_concurrency: 1,
+                last_identify: HashMap::new(),
+            },
+            recommended_shards: 1,
+            compressed_connections: 0,
             heartbeats: 0,
             heartbeats_unanswered: false,
             resumes: 0,
@@ -384,6 +452,13 @@ impl FakeDiscord {
     /// The ids of the messages the bot posted, in the order of [`FakePlatform::sent`].
     pub fn sent_ids(&self) -> Vec<String> {
         self.shared.lock().sent_ids.clone()
+    }
+
+    /// `user` sends a DM without waiting for the bot: what Discord keeps
+    /// for a session while its connection is down, to replay on RESUME.
+    pub fn send_dm_while_away(&self, user: &FakeUser, text: &str) -> String {
+        let channel = self.dm_chat(user);
+        self.store_and_dispatch(&user.id, &channel, text.to_owned(), Vec::new(), None, Vec::new())
     }
 
     async fn wait_for_bot(&self) {
@@ -450,6 +525,18 @@ impl FakeDiscord {
         attachments: Vec<Value>,
     ) -> String {
         self.wait_for_bot().await;
+        self.store_and_dispatch(author_id, channel, content, mentions, reference, attachments)
+    }
+
+    fn store_and_dispatch(
+        &self,
+        author_id: &str,
+        channel: &str,
+        content: String,
+        mentions: Vec<UserRecord>,
+        reference: Option<String>,
+        attachments: Vec<Value>,
+    ) -> String {
         let mut state = self.shared.lock();
         let author = if author_id == state.bot.id {
             state.bot.clone()

@@ -184,10 +184,18 @@ async fn gateway_bot(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
         Admission::Proceed(rate) => rate,
         Admission::Refused(refusal) => return refusal,
     };
+    let now = std::time::Instant::now();
+    state.session_start.refresh(now);
+    let start = &state.session_start;
     let body = serde_json::json!({
         "url": state.gateway_url,
-        "shards": 1,
-        "session_start_limit": { "total": 1000, "remaining": 999, "reset_after": 14_400_000, "max_concurrency": 1 },
+        "shards": state.recommended_shards,
+        "session_start_limit": {
+            "total": start.total,
+            "remaining": start.remaining,
+            "reset_after": start.resets_at.saturating_duration_since(now).as_millis() as u64,
+            "max_concurrency": start.max_concurrency,
+        },
     });
     answer(&mut state, &Method::GET, path, &rate, StatusCode::OK, &body)
 }

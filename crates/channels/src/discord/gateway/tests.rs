@@ -107,7 +107,9 @@ fn message_create_is_read_into_a_message_and_other_events_are_passed_over() {
 #[test]
 fn a_new_session_identifies_and_a_known_one_resumes_where_it_left_off() {
     let mut session = Session::default();
-    let identify: Value = serde_json::from_str(&session.greeting("secret")).unwrap();
+    let shard = ShardId { id: 1, count: 3 };
+    let identify: Value = serde_json::from_str(&session.greeting("secret", shard)).unwrap();
+    assert_eq!(identify["d"]["shard"], serde_json::json!([1, 3]));
     assert_eq!(identify["op"], 2);
     assert_eq!(identify["d"]["token"], "secret");
     assert_eq!(
@@ -116,8 +118,12 @@ fn a_new_session_identifies_and_a_known_one_resumes_where_it_left_off() {
     );
     assert_eq!(identify["d"]["properties"]["browser"], "herald");
     assert_eq!(
-        session.url("wss://gateway.discord.gg"),
+        session.url("wss://gateway.discord.gg", false),
         "wss://gateway.discord.gg/?v=10&encoding=json"
+    );
+    assert_eq!(
+        session.url("wss://gateway.discord.gg", true),
+        "wss://gateway.discord.gg/?v=10&encoding=json&compress=zlib-stream"
     );
 
     session.resumable = Some(("abc".into(), "wss://resume.discord.gg/".into()));
@@ -125,24 +131,27 @@ fn a_new_session_identifies_and_a_known_one_resumes_where_it_left_off() {
     session.saw(Some(7));
     session.saw(None);
     assert!(session.can_resume());
-    let resume: Value = serde_json::from_str(&session.greeting("secret")).unwrap();
+    let resume: Value = serde_json::from_str(&session.greeting("secret", shard)).unwrap();
     assert_eq!(resume["op"], 6);
     assert_eq!(resume["d"]["session_id"], "abc");
     assert_eq!(resume["d"]["seq"], 7);
     assert_eq!(
-        session.url("wss://gateway.discord.gg"),
+        session.url("wss://gateway.discord.gg", false),
         "wss://resume.discord.gg/?v=10&encoding=json"
     );
+    // What the store keeps of it reads back the same.
+    let kept = serde_json::to_value(&session).unwrap();
+    assert_eq!(serde_json::from_value::<Session>(kept).unwrap(), session);
 
     session.forget();
     assert_eq!(
-        serde_json::from_str::<Value>(&session.greeting("secret")).unwrap()["op"],
+        serde_json::from_str::<Value>(&session.greeting("secret", shard)).unwrap()["op"],
         2
     );
     let beat: Value = serde_json::from_str(&heartbeat(None)).unwrap();
     assert_eq!(beat, serde_json::json!({ "op": 1, "d": null }));
     assert_eq!(
-        connect_url("ws://127.0.0.1:9/?v=9"),
+        connect_url("ws://127.0.0.1:9/?v=9", false),
         "ws://127.0.0.1:9/?v=10&encoding=json"
     );
 }
@@ -169,7 +178,7 @@ fn close_codes_say_whether_to_resume_identify_or_give_up() {
     for (code, names) in [
         (4004, "channels.discord.token"),
         (4010, "shard"),
-        (4011, "shard"),
+        (4011, "channels.discord.shards"),
         (4012, "version"),
         (4013, "intents"),
         (4014, "MESSAGE CONTENT"),
