@@ -111,6 +111,8 @@ pub struct Options {
     pub llm: String,
     /// Actor ids listed in `admins` beside the fake's admin.
     pub more_admins: Vec<String>,
+    /// `log.level`.
+    pub log_level: &'static str,
 }
 
 impl Default for Options {
@@ -121,6 +123,7 @@ impl Default for Options {
             extra: String::new(),
             llm: String::new(),
             more_admins: Vec::new(),
+            log_level: "warn,herald=info,herald_agent=info",
         }
     }
 }
@@ -172,7 +175,7 @@ impl<P: FakePlatform> Setup<P> {
              queue:\n  lease: 2s\n\
              admins: [\"{channel}:{admin}\"{more_admins}]\n\
              access:\n  unknown: {unknown}\n\
-             log:\n  level: \"warn,herald=info,herald_agent=info\"\n\
+             log:\n  level: \"{log_level}\"\n\
              channels:\n  {channel}:\n{channel_yaml}{extra}",
             base = model.base_url(),
             channel = platform.channel(),
@@ -186,6 +189,7 @@ impl<P: FakePlatform> Setup<P> {
             channel_yaml = platform.channel_yaml(),
             extra = options.extra,
             llm = options.llm,
+            log_level = options.log_level,
         );
         std::fs::write(&config, text).expect("write config");
         Self {
