@@ -1,5 +1,5 @@
 //! A Telegram webhook body, as Herald's webhook route reads it: bytes
-//! deserialised as teloxide's `Update`, then `telegram::payload::classify`
+//! deserialised as Herald's `telegram::model::Update`, then `telegram::payload::classify`
 //! under two sets of rules (the defaults, and edits handled with chats and a
 //! forum topic listed in `respond_in`).
 //!
@@ -13,7 +13,7 @@ use herald_channels::telegram::config::ChatSelector;
 use herald_channels::telegram::payload::{BotIdentity, CHANNEL, Classified, PayloadRules, classify};
 use herald_fuzz::assert_normalized;
 use libfuzzer_sys::fuzz_target;
-use teloxide::types::Update;
+use herald_channels::telegram::model::Update;
 
 const BOT_ID: u64 = 7_100_200_300;
 

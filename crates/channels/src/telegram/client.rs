@@ -1,31 +1,29 @@
 //! The Bot API over HTTP, and the outbound half: one chunk, one
 //! `sendMessage`.
 //!
-//! teloxide provides the types and the request payloads; the requests are
-//! sent here, with our own client, and the Bot API's envelope is read here.
-//! teloxide's own sending sleeps ten seconds inside every request that gets
-//! a 5xx before it reports the error: a second, hidden retry delay under
-//! the shared outbound path's, which would hold a reply (and a long poll)
-//! back for ten seconds per server error. Every error leaves here as a
+//! The request bodies and the objects are [`super::model`]; the requests
+//! are sent here, on the workspace's one HTTP client, and the Bot API's
+//! envelope is read here. No request is retried here: a server error is
+//! reported at once, to the shared outbound path's one retry policy (and
+//! the long poll's). Every error leaves here as a
 //! [`ChannelError`] with the token scrubbed from its text, because the
 //! request URL carries the token.
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use herald_core::{ChannelError, ChannelName, ConversationRef, OutboundFile};
-use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use teloxide::payloads::{DeleteWebhook, GetMe, GetUpdates, GetWebhookInfo, SetWebhook};
-use teloxide::requests::Payload;
-use teloxide::types::{AllowedUpdate, Me, Message, True, Update, WebhookInfo};
-
 use super::config::TelegramConfig;
+use super::model::{
+    DeleteWebhook, File, GetFile, GetMe, GetUpdates, GetWebhookInfo, Method, SendChatAction, SendMessage, Sent,
+    SetWebhook, Update,
+};
 use super::payload::{BotIdentity, CHANNEL};
 use super::render;
 use crate::chunk::Limit;
 use crate::outbound::{FileUploads, PlatformSender};
+use async_trait::async_trait;
+use herald_core::{ChannelError, ChannelName, ConversationRef, OutboundFile};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
 
 /// The largest file a bot may send through the Bot API (50 MB).
 pub const MAX_UPLOAD_BYTES: u64 = 50 * 1024 * 1024;
@@ -94,11 +92,7 @@ impl TelegramApi {
     }
 
     /// Calls `P::NAME` with `payload` as its JSON body.
-    async fn call<P>(&self, payload: &P) -> Result<P::Output, ChannelError>
-    where
-        P: Payload + serde::Serialize,
-        P::Output: DeserializeOwned,
-    {
+    async fn call<P: Method>(&self, payload: &P) -> Result<P::Output, ChannelError> {
         let response = self
             .client
             .post(format!("{}{}", self.base, P::NAME))
@@ -162,10 +156,10 @@ impl TelegramApi {
     }
 
     /// `getFile`: where the file `file_id` names is served, and its size.
-    pub async fn file(&self, file_id: &str) -> Result<teloxide::types::File, ChannelError> {
-        self.call(&teloxide::payloads::GetFile::new(teloxide::types::FileId(
-            file_id.to_owned(),
-        )))
+    pub async fn file(&self, file_id: &str) -> Result<File, ChannelError> {
+        self.call(&GetFile {
+            file_id: file_id.to_owned(),
+        })
         .await
     }
 
@@ -177,20 +171,20 @@ impl TelegramApi {
 
     /// `getMe`: who the token belongs to.
     pub async fn me(&self) -> Result<BotIdentity, ChannelError> {
-        let me: Me = self.call(&GetMe::new()).await?;
+        let me = self.call(&GetMe {}).await?;
         Ok(BotIdentity {
-            id: me.user.id.0,
-            username: me.user.username.clone().unwrap_or_default(),
+            id: me.id,
+            username: me.username.unwrap_or_default(),
         })
     }
 
     /// Removes a webhook left set, which would make `getUpdates` fail with 409.
     /// Pending updates are kept.
     pub async fn ensure_no_webhook(&self) -> Result<(), ChannelError> {
-        let info: WebhookInfo = self.call(&GetWebhookInfo::new()).await?;
-        if info.url.is_some() {
+        let info = self.call(&GetWebhookInfo {}).await?;
+        if !info.url.is_empty() {
             tracing::info!("a webhook was set; removing it to poll instead");
-            let _: True = self.call(&DeleteWebhook::new()).await?;
+            self.call(&DeleteWebhook {}).await?;
         }
         Ok(())
     }
@@ -199,39 +193,42 @@ impl TelegramApi {
         &self,
         url: &str,
         secret: &SecretString,
-        allowed: Vec<AllowedUpdate>,
+        allowed: Vec<&'static str>,
     ) -> Result<(), ChannelError> {
         let url = url::Url::parse(url)
             .map_err(|err| ChannelError::Fatal(format!("channels.telegram.webhook.url is not a URL: {err}")))?;
-        let mut payload = SetWebhook::new(url);
-        payload.secret_token = Some(secret.expose_secret().to_owned());
-        payload.allowed_updates = Some(allowed);
-        let _: True = self.call(&payload).await?;
+        self.call(&SetWebhook {
+            url: url.to_string(),
+            secret_token: secret.expose_secret().to_owned(),
+            allowed_updates: allowed,
+        })
+        .await?;
         Ok(())
     }
 
     /// One long poll. `offset` confirms every update below it.
     pub async fn updates(
         &self,
-        offset: Option<i32>,
+        offset: Option<i64>,
         timeout: Duration,
-        allowed: Vec<AllowedUpdate>,
+        allowed: Vec<&'static str>,
     ) -> Result<Vec<Update>, ChannelError> {
-        let mut payload = GetUpdates::new();
-        payload.offset = offset;
-        payload.timeout = Some(timeout.as_secs() as u32);
-        payload.limit = Some(100);
-        payload.allowed_updates = Some(allowed);
-        self.call(&payload).await
+        self.call(&GetUpdates {
+            offset,
+            timeout: timeout.as_secs(),
+            limit: 100,
+            allowed_updates: allowed,
+        })
+        .await
     }
 
-    async fn send_message(&self, payload: teloxide::payloads::SendMessage) -> Result<Message, ChannelError> {
+    async fn send_message(&self, payload: SendMessage) -> Result<Sent, ChannelError> {
         self.call(&payload).await
     }
 
     /// `sendDocument` with the file uploaded as `document` in a
     /// `multipart/form-data` body, as the Bot API takes new files.
-    async fn send_document(&self, fields: Vec<(String, String)>, file: &OutboundFile) -> Result<Message, ChannelError> {
+    async fn send_document(&self, fields: Vec<(String, String)>, file: &OutboundFile) -> Result<Sent, ChannelError> {
         let method = "sendDocument";
         let mut form = crate::multipart::Form::new();
         for (name, value) in &fields {
@@ -252,7 +249,7 @@ impl TelegramApi {
             .bytes()
             .await
             .map_err(|err| ChannelError::Transient(self.redact(&format!("{method}: {err}"))))?;
-        let Ok(envelope) = serde_json::from_slice::<Envelope<Message>>(&body) else {
+        let Ok(envelope) = serde_json::from_slice::<Envelope<Sent>>(&body) else {
             return Err(ChannelError::Transient(format!(
                 "{method}: HTTP {status}: the Bot API answered something that is not its JSON"
             )));
@@ -265,8 +262,8 @@ impl TelegramApi {
         Err(self.classify(method, status, envelope))
     }
 
-    async fn send_chat_action(&self, payload: teloxide::payloads::SendChatAction) -> Result<(), ChannelError> {
-        let _: True = self.call(&payload).await?;
+    async fn send_chat_action(&self, payload: SendChatAction) -> Result<(), ChannelError> {
+        self.call(&payload).await?;
         Ok(())
     }
 }
@@ -315,7 +312,7 @@ impl PlatformSender for TelegramSender {
     ) -> Result<String, ChannelError> {
         let payload = render::send_message(conversation, text, reply_to)?;
         let sent = self.api.send_message(payload).await?;
-        Ok(format!("{}:{}", sent.chat.id.0, sent.id.0))
+        Ok(format!("{}:{}", sent.chat.id, sent.message_id))
     }
 
     /// "The status is set for 5 seconds or less" (Bot API, `sendChatAction`).
@@ -347,7 +344,7 @@ impl PlatformSender for TelegramSender {
         };
         let fields = render::document_fields(conversation, text, reply_to)?;
         let sent = self.api.send_document(fields, file).await?;
-        Ok(format!("{}:{}", sent.chat.id.0, sent.id.0))
+        Ok(format!("{}:{}", sent.chat.id, sent.message_id))
     }
 }
 

@@ -43,15 +43,16 @@ impl FetchAttachment for TelegramFiles {
             .await
             .map_err(|err| FetchError::Failed(self.api.redact(&err.to_string())))?;
         // `getFile` may leave the size out too; the cap then holds on the bytes.
-        if super::payload::claimed_size(&file.meta) > cap {
+        if super::payload::claimed_size(file.file_size) > cap {
             return Err(FetchError::TooLarge { cap });
         }
-        if !plain_path(&file.path) {
+        let path = file.file_path.unwrap_or_default();
+        if !plain_path(&path) {
             return Err(FetchError::Refused(
                 "Telegram named a file path outside its file endpoint".into(),
             ));
         }
-        download::capped(self.api.download(&file.path), cap)
+        download::capped(self.api.download(&path), cap)
             .await
             .map_err(|err| match err {
                 FetchError::Failed(text) => FetchError::Failed(self.api.redact(&text)),

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::model::{EDITED_MESSAGES, MESSAGES, Update};
 use async_trait::async_trait;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -23,7 +24,6 @@ use herald_core::{
     ChannelError, ChannelIngress, ChannelName, ConversationStore, InboundMessage, InboundSink, RetryClass, StoreError,
 };
 use secrecy::{ExposeSecret, SecretString};
-use teloxide::types::{AllowedUpdate, Update};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -49,8 +49,8 @@ const ALBUM_WAIT: Duration = Duration::from_millis(800);
 struct KeptOffset {
     key: String,
     /// The next getUpdates' offset: one past the last update accepted.
-    offset: Option<i32>,
-    stored: Option<i32>,
+    offset: Option<i64>,
+    stored: Option<i64>,
     stored_at: Option<std::time::Instant>,
 }
 
@@ -82,21 +82,20 @@ pub struct TelegramIngress {
 }
 
 impl TelegramIngress {
-    fn allowed_updates(&self) -> Vec<AllowedUpdate> {
-        let mut allowed = vec![AllowedUpdate::Message];
+    fn allowed_updates(&self) -> Vec<&'static str> {
+        let mut allowed = vec![MESSAGES];
         if self.rules.handle_edits {
-            allowed.push(AllowedUpdate::EditedMessage);
+            allowed.push(EDITED_MESSAGES);
         }
         allowed
     }
 
-    async fn stored_offset(&self, key: &str) -> Result<Option<i32>, StoreError> {
+    async fn stored_offset(&self, key: &str) -> Result<Option<i64>, StoreError> {
         let Some(store) = &self.store else { return Ok(None) };
         Ok(store
             .get_state(STATE_SCOPE, key)
             .await?
-            .and_then(|value| value.as_i64())
-            .and_then(|offset| i32::try_from(offset).ok()))
+            .and_then(|value| value.as_i64()))
     }
 
     async fn poll(&self, sink: Arc<dyn InboundSink>, shutdown: CancellationToken) -> Result<(), ChannelError> {
@@ -170,7 +169,7 @@ impl TelegramIngress {
                         return Ok(());
                     }
                     if let Some(last) = updates[..ready].last() {
-                        kept.offset = i32::try_from(u64::from(last.id.0) + 1).ok();
+                        kept.offset = i64::try_from(last.update_id + 1).ok();
                         self.store_offset(kept, false).await;
                     }
                     if held {
@@ -221,7 +220,7 @@ impl TelegramIngress {
         for update in updates {
             match classify(update, bot, &self.rules) {
                 Classified::Message(message) => messages.push((album_of(update).map(str::to_owned), *message)),
-                Classified::Ignored(reason) => debug!(update = update.id.0, reason, "update ignored"),
+                Classified::Ignored(reason) => debug!(update = update.update_id, reason, "update ignored"),
             }
         }
         let messages = group_albums(messages);
@@ -408,7 +407,7 @@ async fn receive(State(state): State<Arc<WebhookState>>, request: Request) -> St
     };
     match classify(&update, &state.bot, &state.rules) {
         Classified::Ignored(reason) => {
-            debug!(update = update.id.0, reason, "update ignored");
+            debug!(update = update.update_id, reason, "update ignored");
             StatusCode::OK
         }
         Classified::Message(message) if let Some(group) = album_of(&update) => {

@@ -1,6 +1,8 @@
-//! Telegram, through the Bot API with teloxide's types and requests.
+//! Telegram, through the Bot API, on the workspace's one HTTP client.
 //!
 //! - [`config`]: `channels.telegram` in herald.yaml.
+//! - [`model`]: the part of the Bot API's objects Herald reads, and the
+//!   bodies of the methods it calls.
 //! - [`payload`]: update -> [`InboundMessage`](herald_core::InboundMessage) (pure).
 //! - [`render`]: reply chunk -> `sendMessage` / `sendChatAction` (pure).
 //! - [`client`]: the Bot API client and the outbound sender.
@@ -20,6 +22,7 @@ pub mod client;
 pub mod config;
 pub mod files;
 pub mod ingress;
+pub mod model;
 pub mod payload;
 pub mod render;
 

@@ -11,13 +11,14 @@
 //! per file sharing a `media_group_id`; [`group_albums`] makes them one
 //! message, named by its first part, so the album gets one answer.
 
+use super::config::ChatSelector;
+use super::model::{
+    FileObject, GROUP_ANONYMOUS_ID, Message, MessageEntity, TELEGRAM_SERVICE_ID, Update, UpdateKind, User,
+};
 use herald_core::{
     ActorId, Attachment, AttachmentKind, ChannelName, ConversationId, ConversationKind, ConversationRef,
     InboundMessage, Sender,
 };
-use teloxide::types::{Message, MessageEntity, MessageEntityKind, MessageKind, Update, UpdateKind, User};
-
-use super::config::ChatSelector;
 
 pub const CHANNEL: &str = "telegram";
 
@@ -48,8 +49,9 @@ pub fn classify(update: &Update, bot: &BotIdentity, rules: &PayloadRules) -> Cla
         UpdateKind::Message(message) => (message, false),
         UpdateKind::EditedMessage(message) if rules.handle_edits => (message, true),
         UpdateKind::EditedMessage(_) => return Classified::Ignored("an edit"),
-        UpdateKind::ChannelPost(_) | UpdateKind::EditedChannelPost(_) => return Classified::Ignored("a channel post"),
-        _ => return Classified::Ignored("not a message"),
+        UpdateKind::ChannelPost => return Classified::Ignored("a channel post"),
+        UpdateKind::Undecodable(_) => return Classified::Ignored("a message that did not decode"),
+        UpdateKind::Other => return Classified::Ignored("not a message"),
     };
     match inbound(message, edited, bot, rules) {
         Ok(inbound) => Classified::Message(Box::new(inbound)),
@@ -65,48 +67,49 @@ fn inbound(
 ) -> Result<InboundMessage, &'static str> {
     let kind = if message.chat.is_private() {
         ConversationKind::Direct
-    } else if message.chat.is_group() || message.chat.is_supergroup() {
+    } else if message.chat.is_group() {
         ConversationKind::Group
     } else {
         return Err("not a private chat or group");
     };
-    if !matches!(message.kind, MessageKind::Common(_)) {
+    if message.is_service() {
         return Err("a service message");
     }
     let sender = sender(message, bot)?;
     let attachments = attachments(message);
     // A photo or a voice note without a caption is a message all the same.
-    let (text, entities) = match (message.text(), message.caption()) {
-        (Some(text), _) => (text, message.entities().unwrap_or_default()),
-        (None, Some(caption)) => (caption, message.caption_entities().unwrap_or_default()),
+    let (text, entities) = match (message.text.as_deref(), message.caption.as_deref()) {
+        (Some(text), _) => (text, &message.entities[..]),
+        (None, Some(caption)) => (caption, &message.caption_entities[..]),
         (None, None) if !attachments.is_empty() => ("", &[][..]),
         (None, None) => return Err("no text"),
     };
-    let chat = message.chat.id.0.to_string();
+    let chat = message.chat.id.to_string();
     let thread = message
         .is_topic_message
-        .then_some(message.thread_id)
+        .then_some(message.message_thread_id)
         .flatten()
-        .map(|t| t.0.0.to_string());
+        .map(|t| t.to_string());
     // In a forum topic every message "replies" to the topic's first message;
     // that is threading, not a reply.
     let reply = message
-        .reply_to_message()
-        .filter(|reply| !(message.is_topic_message && message.thread_id.is_some_and(|t| t.0 == reply.id)));
+        .reply_to_message
+        .as_deref()
+        .filter(|reply| !(message.is_topic_message && message.message_thread_id == Some(reply.message_id)));
     let replies_to_bot = reply
         .and_then(|reply| reply.from.as_ref())
-        .is_some_and(|from| from.id.0 == bot.id);
+        .is_some_and(|from| from.id == bot.id);
     let listed = rules.respond_in.iter().any(|s| s.matches(&chat, thread.as_deref()));
     let mentions_bot = kind == ConversationKind::Direct || listed || replies_to_bot || mentions(text, entities, bot);
     let conversation_id = match &thread {
         Some(thread) => format!("{CHANNEL}:{chat}/{thread}"),
         None => format!("{CHANNEL}:{chat}"),
     };
-    let mut platform_message_id = format!("{chat}:{}", message.id.0);
-    let mut received_at = message.date;
-    if edited && let Some(edit_date) = message.edit_date() {
-        platform_message_id = format!("{platform_message_id}:edit:{}", edit_date.timestamp());
-        received_at = *edit_date;
+    let mut platform_message_id = format!("{chat}:{}", message.message_id);
+    let mut received_at = unix_time(message.date);
+    if edited && let Some(edit_date) = message.edit_date {
+        platform_message_id = format!("{platform_message_id}:edit:{edit_date}");
+        received_at = unix_time(edit_date);
     }
     Ok(InboundMessage {
         conversation: ConversationRef {
@@ -119,50 +122,53 @@ fn inbound(
         sender,
         text: without_bot_address(text, &bot.username),
         platform_message_id,
-        reply_to: reply.map(|reply| format!("{chat}:{}", reply.id.0)),
+        reply_to: reply.map(|reply| format!("{chat}:{}", reply.message_id)),
         mentions_bot,
         received_at,
         attachments,
     })
 }
 
+/// A Bot API time (Unix seconds); one out of range reads as the epoch.
+fn unix_time(seconds: i64) -> herald_core::Timestamp {
+    chrono::DateTime::from_timestamp(seconds, 0).unwrap_or_default()
+}
+
 /// The person behind a message; bots (Herald included) and Telegram's own
 /// service account are not people Herald answers.
 fn sender(message: &Message, bot: &BotIdentity) -> Result<Sender, &'static str> {
     let from: &User = message.from.as_ref().ok_or("no sender")?;
-    if from.id.0 == bot.id {
+    if from.id == bot.id {
         return Err("the bot's own message");
     }
     // An anonymous group admin writes as the group itself. Only the id is
-    // compared: `User::is_anonymous` and `User::is_telegram` also assert
-    // (in debug builds) the names Telegram gives these accounts, and an
-    // update is not to panic Herald whatever its names say.
-    if from.id.is_anonymous()
+    // compared, never the names the account shows.
+    if from.id == GROUP_ANONYMOUS_ID
         && let Some(chat) = &message.sender_chat
     {
         return Ok(Sender {
-            id: ActorId::on(&ChannelName::new(CHANNEL), chat.id.0),
-            display_name: chat.title().unwrap_or("anonymous admin").to_owned(),
+            id: ActorId::on(&ChannelName::new(CHANNEL), chat.id),
+            display_name: chat.title.as_deref().unwrap_or("anonymous admin").to_owned(),
         });
     }
-    if from.id.is_telegram() {
+    if from.id == TELEGRAM_SERVICE_ID {
         return Err("a message from Telegram's service account");
     }
     if from.is_bot {
         return Err("another bot's message");
     }
     Ok(Sender {
-        id: ActorId::on(&ChannelName::new(CHANNEL), from.id.0),
+        id: ActorId::on(&ChannelName::new(CHANNEL), from.id),
         display_name: from.full_name(),
     })
 }
 
 fn mentions(text: &str, entities: &[MessageEntity], bot: &BotIdentity) -> bool {
     let handle = format!("@{}", bot.username);
-    entities.iter().any(|entity| match &entity.kind {
-        MessageEntityKind::Mention => entity_text(text, entity).is_some_and(|t| t.eq_ignore_ascii_case(&handle)),
-        MessageEntityKind::TextMention { user } => user.id.0 == bot.id,
-        MessageEntityKind::BotCommand => entity_text(text, entity)
+    entities.iter().any(|entity| match entity.kind.as_str() {
+        "mention" => entity_text(text, entity).is_some_and(|t| t.eq_ignore_ascii_case(&handle)),
+        "text_mention" => entity.user.as_ref().is_some_and(|user| user.id == bot.id),
+        "bot_command" => entity_text(text, entity)
             .and_then(|t| t.rsplit_once('@'))
             .is_some_and(|(_, name)| name.eq_ignore_ascii_case(&bot.username)),
         _ => false,
@@ -171,8 +177,7 @@ fn mentions(text: &str, entities: &[MessageEntity], bot: &BotIdentity) -> bool {
 
 /// The part of `text` an entity marks. Telegram counts its offset and length
 /// in UTF-16 code units; an entity that does not start and end on character
-/// boundaries inside the text marks nothing. (teloxide's `MessageEntityRef`
-/// panics on such an entity instead.)
+/// boundaries inside the text marks nothing.
 fn entity_text<'a>(text: &'a str, entity: &MessageEntity) -> Option<&'a str> {
     let end = entity.offset.checked_add(entity.length)?;
     let (mut start_byte, mut end_byte) = (None, None);
@@ -219,22 +224,16 @@ pub fn without_bot_address(text: &str, username: &str) -> String {
 }
 
 /// The size Telegram stated, or 0 (unknown) when it did not: `file_size`
-/// is optional in the Bot API, and teloxide reads a missing one as
-/// `u32::MAX`, which would look like a 4 GB file. An unknown size is
-/// fetched, and the cap applies to the bytes.
-pub(super) fn claimed_size(meta: &teloxide::types::FileMeta) -> u64 {
-    match meta.size {
-        u32::MAX => 0,
-        size => u64::from(size),
-    }
+/// is optional in the Bot API. An unknown size is fetched, and the cap
+/// applies to the bytes.
+pub(super) fn claimed_size(file_size: Option<u64>) -> u64 {
+    file_size.unwrap_or(0)
 }
 
 /// The album the update's message is part of (`media_group_id`).
 pub fn album_of(update: &Update) -> Option<&str> {
     match &update.kind {
-        UpdateKind::Message(message) | UpdateKind::EditedMessage(message) => {
-            message.media_group_id().map(|group| group.0.as_str())
-        }
+        UpdateKind::Message(message) | UpdateKind::EditedMessage(message) => message.media_group_id.as_deref(),
         _ => None,
     }
 }
@@ -304,74 +303,64 @@ fn message_number(message: &InboundMessage) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
-/// A type Telegram named, or `default`.
-fn mime(mime: Option<&impl ToString>, default: &str) -> String {
-    mime.map_or_else(|| default.to_owned(), ToString::to_string)
-}
-
 /// Files that came with the message, with the `file_id` the gateway
 /// fetches them by (`getFile`); the largest size of a photo.
 fn attachments(message: &Message) -> Vec<Attachment> {
-    let file =
-        |name: String, content_type: String, meta: &teloxide::types::FileMeta, kind: AttachmentKind| Attachment {
-            name,
-            content_type,
-            size: claimed_size(meta),
-            source: Some(meta.id.0.clone()),
-            kind: Some(kind),
-            ..Attachment::default()
-        };
+    let file = |object: &FileObject, name: &str, content_type: &str, kind: AttachmentKind| Attachment {
+        name: object.file_name.clone().unwrap_or_else(|| name.to_owned()),
+        content_type: object.mime_type.clone().unwrap_or_else(|| content_type.to_owned()),
+        size: claimed_size(object.file_size),
+        source: Some(object.file_id.clone()),
+        kind: Some(kind),
+        ..Attachment::default()
+    };
     let mut found = Vec::new();
-    if let Some(document) = message.document() {
+    if let Some(document) = &message.document {
         found.push(file(
-            document.file_name.clone().unwrap_or_else(|| "document".into()),
-            mime(document.mime_type.as_ref(), "application/octet-stream"),
-            &document.file,
+            document,
+            "document",
+            "application/octet-stream",
             AttachmentKind::Document,
         ));
     }
     if let Some(largest) = message
-        .photo()
-        .and_then(|sizes| sizes.iter().max_by_key(|p| u64::from(p.width) * u64::from(p.height)))
+        .photo
+        .iter()
+        .max_by_key(|p| u64::from(p.width) * u64::from(p.height))
     {
-        found.push(file(
-            "photo.jpg".into(),
-            "image/jpeg".into(),
-            &largest.file,
-            AttachmentKind::Photo,
-        ));
+        // A photo has neither a name nor a type of its own: Telegram
+        // serves every size as JPEG.
+        found.push(Attachment {
+            name: "photo.jpg".into(),
+            content_type: "image/jpeg".into(),
+            size: claimed_size(largest.file_size),
+            source: Some(largest.file_id.clone()),
+            kind: Some(AttachmentKind::Photo),
+            ..Attachment::default()
+        });
     }
-    if let Some(voice) = message.voice() {
-        found.push(file(
-            "voice.ogg".into(),
-            mime(voice.mime_type.as_ref(), "audio/ogg"),
-            &voice.file,
-            AttachmentKind::Voice,
-        ));
+    if let Some(voice) = &message.voice {
+        // A voice note's name is Herald's (Telegram gives none).
+        let voice = FileObject {
+            file_name: None,
+            ..voice.clone()
+        };
+        found.push(file(&voice, "voice.ogg", "audio/ogg", AttachmentKind::Voice));
     }
-    if let Some(audio) = message.audio() {
-        found.push(file(
-            audio.file_name.clone().unwrap_or_else(|| "audio".into()),
-            mime(audio.mime_type.as_ref(), "audio/mpeg"),
-            &audio.file,
-            AttachmentKind::Audio,
-        ));
+    if let Some(audio) = &message.audio {
+        found.push(file(audio, "audio", "audio/mpeg", AttachmentKind::Audio));
     }
-    if let Some(video) = message.video() {
-        found.push(file(
-            video.file_name.clone().unwrap_or_else(|| "video.mp4".into()),
-            mime(video.mime_type.as_ref(), "video/mp4"),
-            &video.file,
-            AttachmentKind::Video,
-        ));
+    if let Some(video) = &message.video {
+        found.push(file(video, "video.mp4", "video/mp4", AttachmentKind::Video));
     }
-    if let Some(note) = message.video_note() {
-        found.push(file(
-            "video_note.mp4".into(),
-            "video/mp4".into(),
-            &note.file,
-            AttachmentKind::Video,
-        ));
+    if let Some(note) = &message.video_note {
+        // Telegram gives a video note neither a name nor a type.
+        let note = FileObject {
+            file_name: None,
+            mime_type: None,
+            ..note.clone()
+        };
+        found.push(file(&note, "video_note.mp4", "video/mp4", AttachmentKind::Video));
     }
     found
 }

@@ -2,37 +2,34 @@
 //! text to Telegram's limit; this puts a chunk in the right chat and topic,
 //! replying to the message that asked.
 
+use super::model::{ReplyParameters, SendChatAction, SendMessage};
 use herald_core::{ChannelError, ConversationRef};
-use teloxide::payloads::{SendChatAction, SendMessage};
-use teloxide::types::{ChatAction, ChatId, MessageId, ReplyParameters, ThreadId};
 
-fn chat_id(conversation: &ConversationRef) -> Result<ChatId, ChannelError> {
+fn chat_id(conversation: &ConversationRef) -> Result<i64, ChannelError> {
     conversation
         .chat
         .parse()
-        .map(ChatId)
         .map_err(|_| ChannelError::Fatal(format!("`{}` is not a Telegram chat id", conversation.chat)))
 }
 
-fn thread_id(conversation: &ConversationRef) -> Result<Option<ThreadId>, ChannelError> {
+fn thread_id(conversation: &ConversationRef) -> Result<Option<i64>, ChannelError> {
     conversation
         .thread
         .as_deref()
         .map(|thread| {
             thread
                 .parse()
-                .map(|id| ThreadId(MessageId(id)))
                 .map_err(|_| ChannelError::Fatal(format!("`{thread}` is not a Telegram topic id")))
         })
         .transpose()
 }
 
 /// The message id in Herald's `<chat_id>:<message_id>[:edit:<date>]`, or a bare id.
-pub fn message_id(platform_id: &str) -> Option<MessageId> {
+pub fn message_id(platform_id: &str) -> Option<i64> {
     let mut parts = platform_id.split(':');
     let first = parts.next()?;
     let id = parts.next().unwrap_or(first);
-    id.parse().ok().map(MessageId)
+    id.parse().ok()
 }
 
 /// `sendMessage` for one chunk. Plain text, no `parse_mode`: a model's
@@ -42,13 +39,16 @@ pub fn send_message(
     text: &str,
     reply_to: Option<&str>,
 ) -> Result<SendMessage, ChannelError> {
-    let mut payload = SendMessage::new(chat_id(conversation)?, text);
-    payload.message_thread_id = thread_id(conversation)?;
-    // If the message was deleted meanwhile, the answer still arrives.
-    payload.reply_parameters = reply_to
-        .and_then(message_id)
-        .map(|id| ReplyParameters::new(id).allow_sending_without_reply());
-    Ok(payload)
+    Ok(SendMessage {
+        chat_id: chat_id(conversation)?,
+        text: text.to_owned(),
+        message_thread_id: thread_id(conversation)?,
+        // If the message was deleted meanwhile, the answer still arrives.
+        reply_parameters: reply_to.and_then(message_id).map(|message_id| ReplyParameters {
+            message_id,
+            allow_sending_without_reply: true,
+        }),
+    })
 }
 
 /// The form fields of `sendDocument` beside the file: the chat, topic and
@@ -77,9 +77,11 @@ pub fn document_fields(
 
 /// `sendChatAction` "typing" in the conversation's chat and topic.
 pub fn typing(conversation: &ConversationRef) -> Result<SendChatAction, ChannelError> {
-    let mut payload = SendChatAction::new(chat_id(conversation)?, ChatAction::Typing);
-    payload.message_thread_id = thread_id(conversation)?;
-    Ok(payload)
+    Ok(SendChatAction {
+        chat_id: chat_id(conversation)?,
+        action: "typing",
+        message_thread_id: thread_id(conversation)?,
+    })
 }
 
 #[cfg(test)]
@@ -160,7 +162,7 @@ mod tests {
             typing(&conversation("1", Some("x"))),
             Err(ChannelError::Fatal(_))
         ));
-        assert_eq!(message_id("5"), Some(MessageId(5)));
+        assert_eq!(message_id("5"), Some(5));
         assert_eq!(message_id("nope"), None);
     }
 }

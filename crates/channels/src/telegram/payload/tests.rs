@@ -35,8 +35,8 @@ fn forum() -> Value {
     json!({"id": -1001500000001_i64, "title": "Herald Lab", "type": "supergroup", "is_forum": true})
 }
 
-/// Parsed from text, as the Bot API's answers are: teloxide's `Update`
-/// does not deserialize from a `serde_json::Value`.
+/// Parsed from text, as the Bot API's answers are (an update's message is
+/// read from its raw JSON, which a `serde_json::Value` does not keep).
 fn parse_update(update: Value) -> Update {
     serde_json::from_str(&update.to_string()).expect("a Bot API update")
 }
@@ -258,8 +258,8 @@ fn anonymous_admins_speak_as_their_group_and_captions_count_as_text() {
 #[test]
 fn senders_are_judged_by_id_whatever_their_names_say() {
     // The ids of Telegram's anonymous-admin and service accounts, with names
-    // those accounts never have: teloxide's `User::is_anonymous` and
-    // `User::is_telegram` assert the names in debug builds.
+    // those accounts never have (teloxide's `User::is_anonymous` and
+    // `User::is_telegram` asserted the names in debug builds).
     let anonymous = json!({"id": 1087968824, "is_bot": false, "first_name": "Group", "username": "GrounpAonymousBot"});
     let mut by_admin = message(group(), anonymous, "@herald_test_bot status");
     by_admin["sender_chat"] = group();
