@@ -11,7 +11,7 @@
 pub mod access;
 pub mod attachments;
 mod built;
-pub mod chunk;
+mod chunk;
 pub mod clean;
 pub mod config;
 #[cfg(feature = "discord")]
@@ -21,14 +21,14 @@ pub mod email;
 pub mod gateway;
 pub mod local;
 #[cfg(any(feature = "telegram", feature = "discord"))]
-pub mod multipart;
-pub mod outbound;
-pub mod retry;
+mod multipart;
+mod outbound;
+mod retry;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 #[cfg(any(feature = "slack", feature = "discord"))]
-pub mod tls;
+mod tls;
 
 pub use built::Built;

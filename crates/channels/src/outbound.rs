@@ -23,10 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use herald_core::rate::{LocalLimiter, SendLimit, SendLimiter, SendSlot, Window};
+use herald_core::rate::{SendLimit, SendLimiter, SendSlot, Window};
 use herald_core::{
     ChannelError, ChannelName, ChannelOutbound, ConversationKind, ConversationRef, OutboundFile, OutboundMessage,
-    SentMessage, SteadyClock,
+    SentMessage,
 };
 use serde::Deserialize;
 use tracing::{debug, warn};
@@ -178,12 +178,16 @@ pub struct Delivery<S> {
 }
 
 impl<S: PlatformSender> Delivery<S> {
-    /// Delivery with this process's own send windows.
+    /// Delivery with its own send windows (the tests' shape: adapters
+    /// share the process's limiter through [`Delivery::with_limiter`]).
+    #[cfg(test)]
     pub fn new(sender: Arc<S>, limits: &RateLimits) -> Self {
         Self::with_limiter(
             sender,
             limits,
-            Arc::new(LocalLimiter::new(Arc::new(SteadyClock::new()))),
+            Arc::new(herald_core::rate::LocalLimiter::new(Arc::new(
+                herald_core::SteadyClock::new(),
+            ))),
         )
     }
 

@@ -26,8 +26,6 @@ use super::spread::Rounds;
 use super::starts::Starts;
 use crate::retry::persist;
 
-pub use super::shard::{MAX_BATCH, MAX_GATEWAY_FRAME};
-
 /// Receives from the gateway and hands messages to the sink.
 pub struct DiscordIngress {
     pub(super) gateway: Gateway,

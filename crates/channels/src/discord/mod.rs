@@ -22,26 +22,26 @@
 //! missed) carry the same message id, which is the queue's dedup key, so
 //! they are stored once.
 
-pub mod client;
+mod client;
 pub mod config;
-pub mod files;
+mod files;
 pub mod gateway;
-pub mod ingress;
+mod ingress;
 pub mod model;
 pub mod payload;
-pub mod ratelimit;
-pub mod render;
-pub mod shard;
-pub mod spread;
+mod ratelimit;
+mod render;
+mod shard;
+mod spread;
 mod starts;
 
 use std::sync::Arc;
 
 use herald_core::{ChannelError, ConversationStore, ExclusiveLocks};
 
-pub use client::{DiscordApi, DiscordSender};
+use client::{DiscordApi, DiscordSender};
 pub use config::DiscordConfig;
-pub use ingress::DiscordIngress;
+use ingress::DiscordIngress;
 pub use payload::CHANNEL;
 
 use crate::Built;

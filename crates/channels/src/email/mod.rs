@@ -13,20 +13,20 @@
 //! References start with that id) continues it. The Message-ID is the dedup
 //! key, so a mail read twice (a restart, a UIDVALIDITY change) is answered once.
 
-pub mod auth;
-pub mod client;
+mod auth;
+mod client;
 pub mod config;
-pub mod ingress;
+mod ingress;
 pub mod payload;
-pub mod render;
+mod render;
 
 use std::sync::Arc;
 
 use herald_core::{ChannelError, ConversationStore};
 
-pub use client::EmailSender;
+use client::EmailSender;
 pub use config::{EmailConfig, Tls};
-pub use ingress::EmailIngress;
+use ingress::EmailIngress;
 pub use payload::CHANNEL;
 
 use crate::Built;

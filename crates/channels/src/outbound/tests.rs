@@ -8,6 +8,7 @@ use herald_core::ConversationId;
 use crate::chunk::LengthUnit;
 
 use super::*;
+use herald_core::rate::LocalLimiter;
 
 #[test]
 fn rates_parse_as_written() {

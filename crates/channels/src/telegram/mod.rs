@@ -18,21 +18,21 @@
 //! access control (see [`crate::gateway`]); this module only strips the
 //! `@botname` Telegram appends to commands in groups.
 
-pub mod client;
+mod client;
 pub mod config;
-pub mod files;
-pub mod ingress;
+mod files;
+mod ingress;
 pub mod model;
 pub mod payload;
-pub mod render;
+mod render;
 
 use std::sync::Arc;
 
 use herald_core::{ChannelError, ConversationStore, SendLimiter};
 
-pub use client::{TelegramApi, TelegramSender};
+use client::{TelegramApi, TelegramSender};
 pub use config::{TelegramConfig, TelegramMode};
-pub use ingress::TelegramIngress;
+use ingress::TelegramIngress;
 
 use crate::Built;
 use crate::outbound::Delivery;
