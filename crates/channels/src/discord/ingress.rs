@@ -24,6 +24,7 @@ use super::payload::CHANNEL;
 use super::shard::{Gateway, Shard};
 use super::spread::Rounds;
 use super::starts::Starts;
+use super::status::{ShardSink, ShardsUp};
 use crate::retry::persist;
 
 /// Receives from the gateway and hands messages to the sink.
@@ -78,11 +79,13 @@ impl ChannelIngress for DiscordIngress {
         };
         match &self.locks {
             Some(locks) => {
+                let status = ShardsUp::default();
                 let rounds = Rounds {
                     locks: locks.as_ref(),
                     count,
                     shard: &shard,
                     sink: sink.as_ref(),
+                    status: &status,
                 };
                 rounds.run(&shutdown).await
             }
@@ -116,12 +119,17 @@ async fn every_shard<'a>(
     shutdown: &CancellationToken,
 ) -> Result<(), ChannelError> {
     let stop = shutdown.child_token();
+    let status = ShardsUp::default();
     let mut runs: FuturesUnordered<_> = (0..count)
         .map(|id| {
             let shard = shard(id);
-            let stop = &stop;
+            let (stop, status) = (&stop, &status);
             let span = info_span!("shard", shard = %shard.id);
-            async move { shard.run(sink, stop).await }.instrument(span)
+            async move {
+                let sink = ShardSink::new(sink, id, status);
+                shard.run(&sink, stop).await
+            }
+            .instrument(span)
         })
         .collect();
     let mut failed = None;

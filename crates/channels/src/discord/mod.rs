@@ -34,6 +34,7 @@ mod render;
 mod shard;
 mod spread;
 mod starts;
+mod status;
 
 use std::sync::Arc;
 

@@ -29,6 +29,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use super::gateway::ShardId;
 use super::shard::Shard;
+use super::status::{ShardSink, ShardsUp};
 
 /// How often a process looks at the seats and shards.
 pub const ROUND: Duration = Duration::from_secs(3);
@@ -83,6 +84,8 @@ pub(super) struct Rounds<'a> {
     /// Starts one shard's run; it ends when the token is cancelled.
     pub(super) shard: &'a (dyn Fn(u32) -> Shard<'a> + Sync),
     pub(super) sink: &'a dyn InboundSink,
+    /// Which of the shards run here are up.
+    pub(super) status: &'a ShardsUp,
 }
 
 type ShardRun<'a> = BoxFuture<'a, (u32, Result<(), ChannelError>)>;
@@ -205,11 +208,12 @@ impl<'a> Rounds<'a> {
                 },
             );
             let shard = (self.shard)(id);
-            let sink = self.sink;
+            let (sink, status) = (self.sink, self.status);
             let span = info_span!("shard", shard = %ShardId { id, count: self.count });
             runs.push(Box::pin(
                 async move {
-                    let ended = shard.run(sink, &stop).await;
+                    let sink = ShardSink::new(sink, id, status);
+                    let ended = shard.run(&sink, &stop).await;
                     (id, ended)
                 }
                 .instrument(span),
