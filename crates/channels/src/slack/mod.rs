@@ -16,6 +16,7 @@
 //! - `render`: a reply chunk to a `chat.postMessage` request (pure).
 //! - `signature`: the Events API request signature check (pure).
 //! - `client`: every Web API call, and the outbound sender.
+//! - `http`: slack-morphism's connector on Herald's reqwest client.
 //! - `ingress`: the two ways of receiving (Socket Mode, Events API).
 //! - `socket`: the Socket Mode connections, read in batches.
 //!
@@ -24,6 +25,7 @@
 pub mod client;
 pub mod config;
 pub mod files;
+pub mod http;
 pub mod ingress;
 pub mod payload;
 pub mod render;
@@ -53,7 +55,7 @@ pub fn build(
     config
         .check()
         .map_err(|reason| ChannelError::Fatal(format!("channels.slack: {reason}")))?;
-    let api = Arc::new(SlackApi::new(config, tls));
+    let api = Arc::new(SlackApi::new(config, tls)?);
     Ok(Built {
         outbound: Arc::new(Delivery::with_limiter(
             Arc::new(SlackSender::new(api.clone())),
