@@ -10,37 +10,25 @@ use std::time::Duration;
 use async_trait::async_trait;
 use herald_core::{ChannelError, ChannelName, ConversationRef, OutboundFile};
 use herald_net::ClientTls;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::connect::HttpConnector;
 use secrecy::{ExposeSecret, SecretString};
 use slack_morphism::api::{
     SlackApiAppsConnectionOpenRequest, SlackApiFilesComplete, SlackApiFilesCompleteUploadExternalRequest,
     SlackApiFilesGetUploadUrlExternalRequest, SlackApiUsersInfoRequest,
 };
 use slack_morphism::errors::SlackClientError;
-use slack_morphism::hyper_tokio::SlackClientHyperConnector;
 use slack_morphism::{SlackApiToken, SlackApiTokenValue, SlackChannelId, SlackClient, SlackTs, SlackUserId};
 use tokio::task::JoinHandle;
 use tracing::debug;
 
 use super::config::SlackConfig;
+use super::http::SlackHttp;
 use super::payload::{self, BotIdentity};
 use super::{CHANNEL, render};
 use crate::chunk::Limit;
 use crate::outbound::{FileUploads, PlatformSender};
 
-pub(super) type Connector = SlackClientHyperConnector<HttpsConnector<HttpConnector>>;
-pub(super) type Client = SlackClient<Connector>;
-
-/// An HTTPS (and, for a local `api_url`, plain HTTP) connector.
-fn connector(api_url: &str, tls: &rustls::ClientConfig) -> Connector {
-    let https = HttpsConnectorBuilder::new()
-        .with_tls_config(tls.clone())
-        .https_or_http()
-        .enable_http1()
-        .build();
-    SlackClientHyperConnector::with_connector(https).with_slack_api_url(api_url.trim_end_matches('/'))
-}
+/// slack-morphism's client on Herald's reqwest (see [`super::http`]).
+pub(super) type Client = SlackClient<SlackHttp>;
 
 pub(super) fn token(secret: &SecretString) -> SlackApiToken {
     SlackApiToken::new(SlackApiTokenValue::new(secret.expose_secret().to_owned()))
@@ -93,14 +81,16 @@ const NAME_LOOKUPS: usize = 8;
 const MAX_CACHED_NAMES: usize = 10_000;
 
 impl SlackApi {
-    pub fn new(config: &SlackConfig, tls: &ClientTls) -> Self {
-        Self {
-            client: Arc::new(SlackClient::new(connector(&config.api_url, &tls.rustls()))),
+    pub fn new(config: &SlackConfig, tls: &ClientTls) -> Result<Self, ChannelError> {
+        let connector = SlackHttp::new(&config.api_url, tls)
+            .map_err(|err| ChannelError::Fatal(format!("could not build the Slack HTTP client: {err}")))?;
+        Ok(Self {
+            client: Arc::new(SlackClient::new(connector)),
             tls: tls.clone(),
             bot_token: token(&config.bot_token),
             names: Mutex::new(HashMap::new()),
             looking_up: Mutex::new(std::collections::HashSet::new()),
-        }
+        })
     }
 
     /// The name people see for `user` when it is known already.

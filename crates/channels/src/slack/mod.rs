@@ -16,27 +16,29 @@
 //! - `render`: a reply chunk to a `chat.postMessage` request (pure).
 //! - `signature`: the Events API request signature check (pure).
 //! - `client`: every Web API call, and the outbound sender.
+//! - `http`: slack-morphism's connector on Herald's reqwest client.
 //! - `ingress`: the two ways of receiving (Socket Mode, Events API).
 //! - `socket`: the Socket Mode connections, read in batches.
 //!
 //! [`Limit::SLACK`]: crate::chunk::Limit::SLACK
 
-pub mod client;
+mod client;
 pub mod config;
-pub mod files;
-pub mod ingress;
+mod files;
+mod http;
+mod ingress;
 pub mod payload;
-pub mod render;
-pub mod signature;
-pub mod socket;
+mod render;
+mod signature;
+mod socket;
 
 use std::sync::Arc;
 
 use herald_core::{ChannelError, SystemClock};
 
-pub use client::{SlackApi, SlackSender, classify};
+use client::{SlackApi, SlackSender};
 pub use config::{SlackConfig, SlackMode};
-pub use ingress::SlackIngress;
+use ingress::SlackIngress;
 
 use crate::Built;
 use crate::outbound::Delivery;
@@ -53,7 +55,7 @@ pub fn build(
     config
         .check()
         .map_err(|reason| ChannelError::Fatal(format!("channels.slack: {reason}")))?;
-    let api = Arc::new(SlackApi::new(config, tls));
+    let api = Arc::new(SlackApi::new(config, tls)?);
     Ok(Built {
         outbound: Arc::new(Delivery::with_limiter(
             Arc::new(SlackSender::new(api.clone())),
