@@ -114,13 +114,11 @@ impl<'a> Rounds<'a> {
                     }
                 }
                 _ = ticks.tick() => {
+                    // Shards are taken in the round the seat is: a peer
+                    // that starts a moment later is given its share back
+                    // within a few rounds, by a RESUME.
                     if seat.is_none() {
                         seat = self.take_seat().await;
-                        // Peers starting together take their seats before
-                        // anyone takes shards.
-                        if seat.is_some() {
-                            continue;
-                        }
                     }
                     let (members, rank) = match &seat {
                         Some((mine, _)) => self.members(*mine).await,
