@@ -230,6 +230,29 @@ async fn edits_joins_bots_and_own_messages_never_reach_the_sink() {
 }
 
 #[tokio::test]
+async fn a_message_that_does_not_decode_is_passed_over_and_the_poll_goes_on() {
+    let fake = FakeTelegram::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sink = RecordingSink::new(0);
+    let channel = build(&fake.channel_yaml(), store(&dir).await);
+    let (stop, handle) = run(&channel, sink.clone());
+    let ada = fake.admin();
+    // A message whose fields are not what the Bot API documents (its id a
+    // string, no chat): one such update must not hold the ones after it.
+    fake.push_update("message", serde_json::json!({"message_id": "seven", "date": "today"}));
+    fake.send_dm(&ada, "after the odd one").await;
+    sink.wait_for(1).await;
+    assert!(
+        fake.wait_until(Duration::from_secs(5), |f| f.pending_updates() == 0)
+            .await,
+        "both updates are confirmed"
+    );
+    assert_eq!(sink.texts_and_all().0, ["after the odd one"]);
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
 async fn replies_are_chunked_into_the_topic_and_typing_shows_there() {
     let fake = FakeTelegram::start().await;
     let dir = tempfile::tempdir().unwrap();
