@@ -184,6 +184,10 @@ impl InboundSink for Gateway {
     fn connected(&self, channel: &ChannelName, connected: bool) {
         self.status.set(channel, connected);
     }
+
+    fn standing_by(&self, channel: &ChannelName) {
+        self.status.forget(channel);
+    }
 }
 
 /// What [`Gateway::screen`] decided for a message.

@@ -121,6 +121,12 @@ pub trait InboundSink: Send + Sync {
     /// poll answered, the gateway is ready, the socket or endpoint is up) or
     /// has lost that (`false`). Readiness checks report it.
     fn connected(&self, _channel: &ChannelName, _connected: bool) {}
+
+    /// The ingress of `channel` runs, but receives nothing here for now:
+    /// the processes sharing the work gave this one none of it (a Discord
+    /// process holding no shard). Readiness checks do not count the channel
+    /// until it reports [`InboundSink::connected`] again.
+    fn standing_by(&self, _channel: &ChannelName) {}
 }
 
 /// [`InboundSink::accept_all`] for a sink without a batch path: `accept`

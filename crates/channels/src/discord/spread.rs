@@ -178,6 +178,12 @@ impl<'a> Rounds<'a> {
             shard.stop.cancel();
             return;
         }
+        if held.is_empty() && self.status.none() {
+            // Nothing to run here (more processes than shards): the
+            // others receive; this one does not count as disconnected.
+            self.sink
+                .standing_by(&herald_core::ChannelName::new(super::payload::CHANNEL));
+        }
         let share = fair_share(self.count, members) as usize;
         let mut holding = held.len();
         for id in to_take(self.count, members, rank, &held) {

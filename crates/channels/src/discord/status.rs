@@ -18,14 +18,20 @@ pub(super) struct ShardsUp {
 }
 
 impl ShardsUp {
-    /// Sets `shard` (`None`: no longer run here) and says whether all are up.
-    fn set(&self, shard: u32, up: Option<bool>) -> bool {
+    /// Sets `shard` (`None`: no longer run here) and says whether all are
+    /// up; `None` when none is run here any more.
+    fn set(&self, shard: u32, up: Option<bool>) -> Option<bool> {
         let mut shards = self.up.lock().unwrap_or_else(PoisonError::into_inner);
         match up {
             Some(up) => shards.insert(shard, up),
             None => shards.remove(&shard),
         };
-        !shards.is_empty() && shards.values().all(|up| *up)
+        (!shards.is_empty()).then(|| shards.values().all(|up| *up))
+    }
+
+    /// Whether no shard runs here.
+    pub(super) fn none(&self) -> bool {
+        self.up.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
     }
 }
 
@@ -45,8 +51,11 @@ impl<'a> ShardSink<'a> {
 
 impl Drop for ShardSink<'_> {
     fn drop(&mut self) {
-        let all_up = self.shards.set(self.shard, None);
-        self.inner.connected(&ChannelName::new(CHANNEL), all_up);
+        let channel = ChannelName::new(CHANNEL);
+        match self.shards.set(self.shard, None) {
+            Some(all_up) => self.inner.connected(&channel, all_up),
+            None => self.inner.standing_by(&channel),
+        }
     }
 }
 
@@ -65,8 +74,12 @@ impl InboundSink for ShardSink<'_> {
     }
 
     fn connected(&self, channel: &ChannelName, connected: bool) {
-        let all_up = self.shards.set(self.shard, Some(connected));
+        let all_up = self.shards.set(self.shard, Some(connected)).unwrap_or(connected);
         self.inner.connected(channel, all_up);
+    }
+
+    fn standing_by(&self, channel: &ChannelName) {
+        self.inner.standing_by(channel);
     }
 }
 
@@ -75,7 +88,7 @@ mod tests {
     use super::*;
 
     #[derive(Default)]
-    struct Seen(Mutex<Vec<bool>>);
+    struct Seen(Mutex<Vec<Option<bool>>>);
 
     #[async_trait]
     impl InboundSink for Seen {
@@ -84,7 +97,11 @@ mod tests {
         }
 
         fn connected(&self, _channel: &ChannelName, connected: bool) {
-            self.0.lock().unwrap().push(connected);
+            self.0.lock().unwrap().push(Some(connected));
+        }
+
+        fn standing_by(&self, _channel: &ChannelName) {
+            self.0.lock().unwrap().push(None);
         }
     }
 
@@ -102,6 +119,9 @@ mod tests {
         drop(one);
         zero.connected(&channel, false);
         drop(zero);
-        assert_eq!(*seen.0.lock().unwrap(), [false, true, false, true, true, false, false]);
+        // The last shard gone, the channel stands by here.
+        let (up, down) = (Some(true), Some(false));
+        assert_eq!(*seen.0.lock().unwrap(), [down, up, down, up, up, down, None]);
+        assert!(shards.none());
     }
 }
