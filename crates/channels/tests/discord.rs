@@ -77,14 +77,8 @@ async fn online(fake: &FakeDiscord) {
     assert!(fake.wait_for_sessions(1, WAIT).await, "Herald opens a gateway session");
 }
 
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let waited = tokio::time::timeout(WAIT, async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "timed out waiting for {what}");
+async fn until(what: &str, done: impl FnMut() -> bool) {
+    until_within(what, WAIT, done).await;
 }
 
 #[tokio::test]

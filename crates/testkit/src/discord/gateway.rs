@@ -34,6 +34,28 @@ pub const DISALLOWED_INTENTS: u16 = 4014;
 /// One IDENTIFY per bucket in this time, as Discord allows.
 const IDENTIFY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// `session_start_limit` as the fake keeps it: Discord's daily budget of
+/// IDENTIFYs and its identify buckets.
+pub(super) struct SessionStart {
+    pub(super) total: u32,
+    pub(super) remaining: u32,
+    pub(super) reset_after: std::time::Duration,
+    /// When `remaining` goes back to `total`.
+    pub(super) resets_at: std::time::Instant,
+    pub(super) max_concurrency: u32,
+    /// When each bucket last took an IDENTIFY.
+    pub(super) last_identify: std::collections::HashMap<u64, std::time::Instant>,
+}
+
+impl SessionStart {
+    pub(super) fn refresh(&mut self, now: std::time::Instant) {
+        if now >= self.resets_at {
+            self.remaining = self.total;
+            self.resets_at = now + self.reset_after;
+        }
+    }
+}
+
 pub(super) fn serve(listener: TcpListener, shared: Arc<Shared>) -> oneshot::Sender<()> {
     let (stop, mut stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {

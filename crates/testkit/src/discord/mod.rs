@@ -36,6 +36,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use buckets::Buckets;
 pub use buckets::{BucketRule, RateHeaders, Verdict};
+use gateway::SessionStart;
 use wire::{ChannelRecord, MessageRecord, UserRecord};
 
 use crate::platform::{FakePlatform, FakeUser, GroupTarget, SentMessage, Stamped};
@@ -75,28 +76,6 @@ struct Session {
     connection: Option<(u64, mpsc::UnboundedSender<Outgoing>)>,
     /// `[shard_id, num_shards]` as IDENTIFY gave it (`[0, 1]` without).
     shard: [u64; 2],
-}
-
-/// `session_start_limit` as the fake keeps it: Discord's daily budget of
-/// IDENTIFYs and its identify buckets.
-struct SessionStart {
-    total: u32,
-    remaining: u32,
-    reset_after: Duration,
-    /// When `remaining` goes back to `total`.
-    resets_at: std::time::Instant,
-    max_concurrency: u32,
-    /// When each bucket last took an IDENTIFY.
-    last_identify: HashMap<u64, std::time::Instant>,
-}
-
-impl SessionStart {
-    fn refresh(&mut self, now: std::time::Instant) {
-        if now >= self.resets_at {
-            self.remaining = self.total;
-            self.resets_at = now + self.reset_after;
-        }
-    }
 }
 
 /// One IDENTIFY as the fake received it.
