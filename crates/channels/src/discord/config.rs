@@ -70,14 +70,16 @@ impl Shards {
     }
 }
 
+/// A value YAML may give as a number or as text (`4`, `"4"`, `auto`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Written {
+    Number(u64),
+    Text(String),
+}
+
 impl<'de> Deserialize<'de> for Shards {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Written {
-            Number(u64),
-            Text(String),
-        }
         let count = match Written::deserialize(deserializer)? {
             Written::Text(text) if text.trim() == "auto" => return Ok(Shards::Auto),
             Written::Text(text) => text
@@ -141,12 +143,6 @@ pub struct Snowflake(pub u64);
 
 impl<'de> Deserialize<'de> for Snowflake {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Written {
-            Number(u64),
-            Text(String),
-        }
         match Written::deserialize(deserializer)? {
             Written::Number(id) => Ok(Snowflake(id)),
             Written::Text(text) => text

@@ -304,19 +304,30 @@ fn message_number(message: &InboundMessage) -> i64 {
 }
 
 /// Files that came with the message, with the `file_id` the gateway
-/// fetches them by (`getFile`); the largest size of a photo.
+/// fetches them by (`getFile`); the largest size of a photo. A photo, a
+/// voice note and a video note have no name of their own (Telegram gives
+/// none), and a photo no type: Telegram serves every size as JPEG.
 fn attachments(message: &Message) -> Vec<Attachment> {
-    let file = |object: &FileObject, name: &str, content_type: &str, kind: AttachmentKind| Attachment {
-        name: object.file_name.clone().unwrap_or_else(|| name.to_owned()),
-        content_type: object.mime_type.clone().unwrap_or_else(|| content_type.to_owned()),
-        size: claimed_size(object.file_size),
-        source: Some(object.file_id.clone()),
+    let file = |name: &str, content_type: &str, file_id: &str, file_size: Option<u64>, kind| Attachment {
+        name: name.to_owned(),
+        content_type: content_type.to_owned(),
+        size: claimed_size(file_size),
+        source: Some(file_id.to_owned()),
         kind: Some(kind),
         ..Attachment::default()
     };
+    let named = |object: &FileObject, name: &str, content_type: &str, kind| {
+        file(
+            object.file_name.as_deref().unwrap_or(name),
+            object.mime_type.as_deref().unwrap_or(content_type),
+            &object.file_id,
+            object.file_size,
+            kind,
+        )
+    };
     let mut found = Vec::new();
     if let Some(document) = &message.document {
-        found.push(file(
+        found.push(named(
             document,
             "document",
             "application/octet-stream",
@@ -328,39 +339,38 @@ fn attachments(message: &Message) -> Vec<Attachment> {
         .iter()
         .max_by_key(|p| u64::from(p.width) * u64::from(p.height))
     {
-        // A photo has neither a name nor a type of its own: Telegram
-        // serves every size as JPEG.
-        found.push(Attachment {
-            name: "photo.jpg".into(),
-            content_type: "image/jpeg".into(),
-            size: claimed_size(largest.file_size),
-            source: Some(largest.file_id.clone()),
-            kind: Some(AttachmentKind::Photo),
-            ..Attachment::default()
-        });
+        found.push(file(
+            "photo.jpg",
+            "image/jpeg",
+            &largest.file_id,
+            largest.file_size,
+            AttachmentKind::Photo,
+        ));
     }
     if let Some(voice) = &message.voice {
-        // A voice note's name is Herald's (Telegram gives none).
-        let voice = FileObject {
-            file_name: None,
-            ..voice.clone()
-        };
-        found.push(file(&voice, "voice.ogg", "audio/ogg", AttachmentKind::Voice));
+        let content_type = voice.mime_type.as_deref().unwrap_or("audio/ogg");
+        found.push(file(
+            "voice.ogg",
+            content_type,
+            &voice.file_id,
+            voice.file_size,
+            AttachmentKind::Voice,
+        ));
     }
     if let Some(audio) = &message.audio {
-        found.push(file(audio, "audio", "audio/mpeg", AttachmentKind::Audio));
+        found.push(named(audio, "audio", "audio/mpeg", AttachmentKind::Audio));
     }
     if let Some(video) = &message.video {
-        found.push(file(video, "video.mp4", "video/mp4", AttachmentKind::Video));
+        found.push(named(video, "video.mp4", "video/mp4", AttachmentKind::Video));
     }
     if let Some(note) = &message.video_note {
-        // Telegram gives a video note neither a name nor a type.
-        let note = FileObject {
-            file_name: None,
-            mime_type: None,
-            ..note.clone()
-        };
-        found.push(file(&note, "video_note.mp4", "video/mp4", AttachmentKind::Video));
+        found.push(file(
+            "video_note.mp4",
+            "video/mp4",
+            &note.file_id,
+            note.file_size,
+            AttachmentKind::Video,
+        ));
     }
     found
 }
