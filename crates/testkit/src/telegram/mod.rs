@@ -17,6 +17,7 @@
 //! violations). It deviates in one place, as a local Bot API server does:
 //! webhooks may be plain HTTP on the loopback interface.
 
+pub mod entities;
 pub mod files;
 mod server;
 mod state;
