@@ -100,15 +100,17 @@ pub(super) fn parse_v2(text: &str) -> Result<(String, Vec<Entity>), String> {
         let c = src[i];
         let in_code = open.last().is_some_and(|o| matches!(o.kind, Kind::Code | Kind::Pre));
         // A line that does not start with '>' ends the quote before it.
-        if !in_code && line_start(i) && c != b'>' {
-            if let Some(ended) = quote.take() {
-                let end = out.utf16 - usize::from(out.bytes.last() == Some(&b'\n'));
-                entities.push(Entity::new(
-                    "blockquote",
-                    ended.offset,
-                    end.saturating_sub(ended.offset),
-                ));
-            }
+        if !in_code
+            && line_start(i)
+            && c != b'>'
+            && let Some(ended) = quote.take()
+        {
+            let end = out.utf16 - usize::from(out.bytes.last() == Some(&b'\n'));
+            entities.push(Entity::new(
+                "blockquote",
+                ended.offset,
+                end.saturating_sub(ended.offset),
+            ));
         }
         if c == b'\\' && escapable(at(src, i + 1)) {
             out.push_byte(src[i + 1]);
