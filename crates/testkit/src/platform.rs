@@ -23,9 +23,18 @@ pub struct SentMessage {
     pub chat: String,
     /// Thread, topic or `thread_ts` it was posted in.
     pub thread: Option<String>,
+    /// The text as the platform shows it (Telegram: with a `parse_mode`,
+    /// the markup removed).
     pub text: String,
     /// The message it replies to, where the platform has replies.
     pub reply_to: Option<String>,
+    /// The `parse_mode` the text was sent with (Telegram only).
+    pub parse_mode: Option<String>,
+    /// The formatting the platform made of the text: Telegram's
+    /// `MessageEntity` objects; empty elsewhere.
+    pub entities: Vec<serde_json::Value>,
+    /// The text exactly as the bot sent it, markup included.
+    pub raw: String,
 }
 
 /// A file the bot uploaded, as the platform received it.

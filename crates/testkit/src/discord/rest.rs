@@ -416,8 +416,11 @@ async fn create_message(
         state.sent.push(SentMessage {
             chat,
             thread,
+            raw: content.clone(),
             text: content,
             reply_to: reference,
+            parse_mode: None,
+            entities: Vec::new(),
         });
     }
     state.sent_ids.push(record.id.clone());

@@ -231,6 +231,9 @@ fn post_message(shared: &Shared, arguments: &Map<String, Value>, arrived: std::t
         thread: thread_ts.clone(),
         text: text.clone(),
         reply_to: None,
+        parse_mode: None,
+        entities: Vec::new(),
+        raw: text.clone(),
     });
     let sent = state.sent.len();
     if state.options.echo_own_messages {

@@ -1,7 +1,8 @@
 //! A fake Telegram Bot API on 127.0.0.1: `getMe`, `getWebhookInfo`,
 //! `setWebhook`, `deleteWebhook`, `getUpdates` (long polling with offset
-//! confirmation), `sendMessage` and `sendChatAction`, `getFile` and the file
-//! endpoint ([`files`]), with a control side for tests.
+//! confirmation), `sendMessage` and `editMessageText` with their
+//! `parse_mode` ([`entities`]), `sendChatAction`, `sendDocument`, `getFile`
+//! and the file endpoint ([`files`]), with a control side for tests.
 //!
 //! One bot (Herald) knows two people, an admin and a stranger, and sits in a
 //! forum supergroup with one topic and in a plain group. People write to it
@@ -11,7 +12,8 @@
 //!
 //! Architecture invariant: the fake refuses what the Bot API refuses: a
 //! wrong token (401), unknown chats, topics and reply targets, empty or
-//! over-long texts, `getUpdates` while a webhook is set or while another
+//! over-long texts, markup that does not parse, edits of messages that are
+//! not the bot's or that change nothing, `getUpdates` while a webhook is set or while another
 //! poll is waiting (409), and sends above the per-chat, per-group or per-bot
 //! rate or before a given `retry_after` passed (429, recorded as
 //! violations). It deviates in one place, as a local Bot API server does:
@@ -19,12 +21,15 @@
 
 pub mod entities;
 pub mod files;
+mod messages;
 mod server;
 mod state;
 pub mod uploads;
 mod webhook;
 pub mod wire;
 
+#[cfg(test)]
+mod format_tests;
 #[cfg(test)]
 mod tests;
 
@@ -38,6 +43,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use messages::{BotMessage, Edit};
 pub use state::{ChatAction, Webhook, WebhookAttempt};
 use state::{State, unix_now};
 use wire::{ChatInfo, ChatKind, MessageFields, UserInfo};
@@ -118,6 +124,8 @@ pub(crate) struct Shared {
     /// Bumped when updates arrive, a webhook is set, or a new poll starts.
     poke: watch::Sender<u64>,
     sent_count: watch::Sender<usize>,
+    /// Bumped by each accepted `editMessageText`.
+    edit_count: watch::Sender<usize>,
     webhook_attempts: watch::Sender<usize>,
     files: Mutex<files::Shelf>,
 }
@@ -158,6 +166,7 @@ impl FakeTelegram {
             token,
             poke: watch::channel(0).0,
             sent_count: watch::channel(0).0,
+            edit_count: watch::channel(0).0,
             webhook_attempts: watch::channel(0).0,
             files: Mutex::default(),
         });
@@ -441,6 +450,7 @@ impl FakeTelegram {
     pub async fn wait_until(&self, timeout: Duration, check: impl Fn(&FakeTelegram) -> bool) -> bool {
         let mut poked = self.shared.poke.subscribe();
         let mut sent = self.shared.sent_count.subscribe();
+        let mut edited = self.shared.edit_count.subscribe();
         let mut pushed = self.shared.webhook_attempts.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -450,6 +460,7 @@ impl FakeTelegram {
             tokio::select! {
                 _ = poked.changed() => {}
                 _ = sent.changed() => {}
+                _ = edited.changed() => {}
                 _ = pushed.changed() => {}
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                 _ = tokio::time::sleep_until(deadline) => return check(self),

@@ -105,6 +105,16 @@ pub async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Resp
                 Err((status, body)) => answer(status, body),
             }
         }
+        "editmessagetext" => {
+            let result = shared.lock().edit_message_text(&params, Instant::now(), arrived);
+            match result {
+                Ok(message) => {
+                    shared.edit_count.send_modify(|count| *count += 1);
+                    answer(200, wire::ok(message))
+                }
+                Err((status, body)) => answer(status, body),
+            }
+        }
         "senddocument" => {
             let result = shared.lock().send_document(&params, &files, Instant::now());
             match result {

@@ -1,7 +1,8 @@
 //! The fake Bot API's state: users, chats and topics, the update queue with
-//! `getUpdates` offset semantics, the messages the bot sent, and the send
-//! rules it enforces. Everything here is synchronous and runs under one lock;
-//! the HTTP handlers in `server` call into it.
+//! `getUpdates` offset semantics, the messages the bot sent and edited
+//! (the methods that send and edit text are in `messages`), and the send
+//! rules it enforces. Everything here is synchronous and runs under one
+//! lock; the HTTP handlers in `server` call into it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,7 +11,8 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::FakeTelegramOptions;
-use super::wire::{self, ChatInfo, MessageFields, UserInfo};
+use super::messages::Edit;
+use super::wire::{self, ChatInfo, UserInfo};
 use crate::platform::{SentMessage, Stamped};
 
 /// One update waiting to be confirmed.
@@ -87,6 +89,10 @@ pub struct State {
     pub webhook_log: Vec<WebhookAttempt>,
     pub webhook_last_error: Option<(i64, String)>,
     pub sent: Vec<SentMessage>,
+    /// The bot's text messages, by chat and id, in the order they were sent.
+    pub bot_texts: Vec<(i64, i32)>,
+    /// Accepted `editMessageText`s, in order.
+    pub edits: Vec<Edit>,
     /// The `Message` objects returned for each accepted send.
     pub sent_json: Vec<Value>,
     pub chat_actions: Vec<ChatAction>,
@@ -137,6 +143,8 @@ impl State {
             webhook_log: Vec::new(),
             webhook_last_error: None,
             sent: Vec::new(),
+            bot_texts: Vec::new(),
+            edits: Vec::new(),
             sent_json: Vec::new(),
             chat_actions: Vec::new(),
             recent_by_chat: HashMap::new(),
@@ -183,6 +191,11 @@ impl State {
 
     pub fn message(&self, chat: i64, message_id: i32) -> Option<&Value> {
         self.messages.get(&(chat, message_id))
+    }
+
+    /// The stored message, to change it in place (an edit).
+    pub fn message_mut(&mut self, chat: i64, message_id: i32) -> Option<&mut Value> {
+        self.messages.get_mut(&(chat, message_id))
     }
 
     /// Adds an update of `kind` (`message`, `edited_message`, ...) to the queue.
@@ -390,62 +403,6 @@ impl State {
             }
         }
         Ok(())
-    }
-
-    /// `sendMessage`: validates like the Bot API, enforces the send rules,
-    /// records the message and returns it.
-    pub fn send_message(&mut self, params: &Map<String, Value>, now: Instant) -> Result<Value, Refusal> {
-        let chat = self.chat(params)?;
-        let text = match params.get("text") {
-            Some(Value::String(text)) => text.clone(),
-            Some(Value::Number(number)) => number.to_string(),
-            _ => String::new(),
-        };
-        if text.trim().is_empty() {
-            return Err(bad_request("message text is empty"));
-        }
-        if wire::utf16_len(&text) > self.options.message_limit {
-            return Err(bad_request("message is too long"));
-        }
-        let mut thread = self.thread(&chat, params)?;
-        let reply = self.reply_target(&chat, params)?;
-        // A reply without a topic goes to the topic of the message it answers.
-        if thread.is_none()
-            && let Some(reply) = &reply
-            && reply.get("is_topic_message").and_then(Value::as_bool) == Some(true)
-        {
-            thread = reply
-                .get("message_thread_id")
-                .and_then(Value::as_i64)
-                .and_then(|t| i32::try_from(t).ok());
-        }
-        self.admit_send(&chat, now)?;
-        let message_id = self.next_message_id(chat.id);
-        let bot = self.bot.clone();
-        let message = MessageFields {
-            message_id,
-            from: &bot,
-            chat: &chat,
-            date: unix_now(),
-            text: &text,
-            entities: Vec::new(),
-            thread,
-            reply_to: reply.clone(),
-        }
-        .json();
-        self.remember(chat.id, message_id, &message);
-        self.sent.push(SentMessage {
-            chat: chat.id.to_string(),
-            thread: thread.map(|t| t.to_string()),
-            text,
-            reply_to: reply
-                .as_ref()
-                .and_then(|r| r.get("message_id"))
-                .and_then(Value::as_i64)
-                .map(|id| id.to_string()),
-        });
-        self.sent_json.push(message.clone());
-        Ok(message)
     }
 
     /// `sendChatAction`: validates the chat, topic and action.

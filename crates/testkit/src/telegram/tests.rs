@@ -8,11 +8,11 @@ use serde_json::{Value, json};
 
 use super::*;
 
-async fn call(fake: &FakeTelegram, method: &str, body: Value) -> (u16, Value) {
+pub(super) async fn call(fake: &FakeTelegram, method: &str, body: Value) -> (u16, Value) {
     call_with_token(fake, &fake.token(), method, body).await
 }
 
-fn client() -> reqwest::Client {
+pub(super) fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }

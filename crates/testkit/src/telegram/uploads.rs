@@ -1,11 +1,13 @@
 //! `sendDocument`: a file the bot uploads, as the Bot API takes it — the
 //! file in a `multipart/form-data` field named `document` (or named by an
-//! `attach://<field>` value), the chat, topic, reply and caption beside it,
+//! `attach://<field>` value), the chat, topic, reply and caption (with its
+//! `parse_mode`) beside it,
 //! at most 50 MB — recorded so tests can read its name, type and bytes.
 
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
+use super::messages::formatted;
 use super::state::{Refusal, State, bad_request, unix_now};
 use super::wire::{self, MessageFields};
 use crate::platform::Upload;
@@ -50,14 +52,14 @@ impl State {
         if file.bytes.len() > MAX_UPLOAD_BYTES {
             return Err((413, wire::error(413, "Request Entity Too Large")));
         }
-        let caption = params
-            .get("caption")
-            .and_then(Value::as_str)
-            .filter(|caption| !caption.is_empty())
-            .map(str::to_owned);
+        let parse_mode = params.get("parse_mode").and_then(Value::as_str);
+        let caption = match params.get("caption").and_then(Value::as_str) {
+            Some(raw) if !raw.is_empty() => Some(formatted(raw, parse_mode)?).filter(|parsed| !parsed.text.is_empty()),
+            _ => None,
+        };
         if caption
-            .as_deref()
-            .is_some_and(|caption| wire::utf16_len(caption) > MAX_CAPTION)
+            .as_ref()
+            .is_some_and(|caption| wire::utf16_len(&caption.text) > MAX_CAPTION)
         {
             return Err(bad_request("message caption is too long"));
         }
@@ -92,7 +94,10 @@ impl State {
         fields.remove("text");
         fields.insert("document".into(), document);
         if let Some(caption) = &caption {
-            fields.insert("caption".into(), json!(caption));
+            fields.insert("caption".into(), json!(caption.text));
+            if !caption.entities.is_empty() {
+                fields.insert("caption_entities".into(), Value::Array(caption.entities.clone()));
+            }
         }
         self.remember(chat.id, message_id, &message);
         self.uploads.push(Upload {
@@ -101,7 +106,7 @@ impl State {
             name,
             content_type: file.content_type.clone(),
             bytes: file.bytes.clone(),
-            text: caption,
+            text: caption.map(|caption| caption.text),
         });
         Ok(message)
     }
