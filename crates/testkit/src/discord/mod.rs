@@ -15,7 +15,7 @@
 //! refuses: a wrong token, a message over 2000 characters or empty, a reply
 //! to an unknown message, a request before a 429's `retry_after` passed or on
 //! an exhausted bucket (the last two are also recorded as violations).
-//! The bot's messages can be edited (`PATCH`, [`edits`]); for every message
+//! The bot's messages can be edited (`PATCH`, in `edits`); for every message
 //! it creates or edits the fake records whom it pings ([`mentions`]).
 
 mod buckets;
