@@ -454,3 +454,134 @@ async fn a_resumed_session_gets_what_it_missed() {
         json!({ "op": 9, "d": false, "s": null, "t": null })
     );
 }
+
+async fn edit_message(fake: &FakeDiscord, channel: &str, message: &str, body: Value) -> reqwest::Response {
+    rest(
+        fake,
+        reqwest::Method::PATCH,
+        &format!("/channels/{channel}/messages/{message}"),
+        Some(body),
+    )
+    .await
+}
+
+async fn posted_id(fake: &FakeDiscord, channel: &str, body: Value) -> String {
+    let response = post_message(fake, channel, body).await;
+    assert_eq!(response.status(), 200);
+    let message: Value = response.json().await.unwrap();
+    message["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn an_edit_changes_the_bots_message_and_is_dispatched_as_message_update() {
+    let fake = FakeDiscord::start().await;
+    let (mut socket, _) = ready_session(&fake, HERALD_INTENTS).await;
+    let channel = fake.text_channel().chat;
+    let id = posted_id(&fake, &channel, json!({ "content": "Thinking" })).await;
+    next(&mut socket).await.expect("the bot's MESSAGE_CREATE");
+
+    let edited = edit_message(&fake, &channel, &id, json!({ "content": "Thinking… done" })).await;
+    assert_eq!(edited.status(), 200);
+    assert!(edited.headers().contains_key("x-ratelimit-bucket"));
+    let message: Value = edited.json().await.unwrap();
+    assert_eq!(
+        (message["id"].as_str(), message["content"].as_str()),
+        (Some(id.as_str()), Some("Thinking… done"))
+    );
+    assert!(message["edited_timestamp"].is_string(), "{message}");
+    let update = next(&mut socket).await.unwrap();
+    assert_eq!(update["t"], "MESSAGE_UPDATE");
+    assert_eq!(update["d"]["content"], "Thinking… done");
+
+    let now: Vec<_> = fake
+        .bot_messages()
+        .into_iter()
+        .map(|m| (m.message_id, m.content, m.edits))
+        .collect();
+    assert_eq!(now, [(id.clone(), "Thinking… done".to_owned(), 1)]);
+    let edits = fake.edits();
+    assert_eq!(
+        (edits[0].channel.as_str(), edits[0].message_id.as_str()),
+        (channel.as_str(), id.as_str())
+    );
+    assert_eq!(fake.sent()[0].text, "Thinking", "what was created stays as created");
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+#[tokio::test]
+async fn edits_are_refused_as_discord_refuses_them() {
+    let fake = FakeDiscord::start().await;
+    let (_socket, _) = ready_session(&fake, HERALD_INTENTS).await;
+    let channel = fake.text_channel().chat;
+    let mine = posted_id(&fake, &channel, json!({ "content": "mine" })).await;
+    let theirs = fake
+        .send_group(&fake.admin(), &fake.text_channel(), "a person's words", false)
+        .await;
+
+    let unknown = edit_message(&fake, &channel, "1", json!({ "content": "x" })).await;
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(
+        unknown.json::<Value>().await.unwrap(),
+        json!({ "message": "Unknown Message", "code": 10008 })
+    );
+    let not_own = edit_message(&fake, &channel, &theirs, json!({ "content": "x" })).await;
+    assert_eq!(not_own.status(), 403);
+    assert_eq!(
+        not_own.json::<Value>().await.unwrap(),
+        json!({ "message": "Cannot edit a message authored by another user", "code": 50005 })
+    );
+    let too_long = edit_message(&fake, &channel, &mine, json!({ "content": "x".repeat(2001) })).await;
+    assert_eq!(too_long.status(), 400);
+    let body: Value = too_long.json().await.unwrap();
+    assert_eq!(body["code"], 50035);
+    assert_eq!(body["errors"]["content"]["_errors"][0]["code"], "BASE_TYPE_MAX_LENGTH");
+    let emptied = edit_message(&fake, &channel, &mine, json!({ "content": "" })).await;
+    assert_eq!(emptied.status(), 400);
+    assert_eq!(emptied.json::<Value>().await.unwrap()["code"], 50006);
+    assert_eq!(fake.bot_messages()[0].content, "mine");
+    assert!(fake.edits().is_empty());
+}
+
+#[tokio::test]
+async fn edits_have_their_own_bucket_per_channel() {
+    let fake = FakeDiscord::start().await;
+    fake.set_edit_bucket(1, Duration::from_secs(30));
+    let channel = fake.text_channel().chat;
+    let id = posted_id(&fake, &channel, json!({ "content": "0" })).await;
+    let first = edit_message(&fake, &channel, &id, json!({ "content": "1" })).await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(first.headers()["x-ratelimit-remaining"], "0");
+    let bucket = first.headers()["x-ratelimit-bucket"].clone();
+    let over = edit_message(&fake, &channel, &id, json!({ "content": "2" })).await;
+    assert_eq!(over.status(), 429);
+    assert_eq!(over.headers()["x-ratelimit-bucket"], bucket);
+    assert!(over.json::<Value>().await.unwrap()["retry_after"].as_f64().unwrap() > 29.0);
+    assert_eq!(fake.violations().len(), 1, "told 0 remaining: {:?}", fake.violations());
+    assert_eq!(fake.bot_messages()[0].content, "1");
+    // Creating messages is another route with its own bucket.
+    let created = post_message(&fake, &channel, json!({ "content": "new" })).await;
+    assert_eq!(created.status(), 200);
+    assert_ne!(created.headers()["x-ratelimit-bucket"], bucket);
+}
+
+#[tokio::test]
+async fn pings_follow_allowed_mentions_on_create_and_edit() {
+    let fake = FakeDiscord::start().await;
+    let channel = fake.text_channel().chat;
+    let loud = "@everyone look <@&987> <@123>";
+    let id = posted_id(&fake, &channel, json!({ "content": loud })).await;
+    assert_eq!(fake.pings(), ["everyone", "role:987", "user:123"]);
+
+    let users_only = json!({ "content": loud, "allowed_mentions": { "parse": ["users"] } });
+    posted_id(&fake, &channel, users_only).await;
+    assert_eq!(fake.pings().len(), 4);
+    assert_eq!(fake.pings()[3], "user:123");
+
+    let silent = json!({ "content": format!("{loud} @here"), "allowed_mentions": { "parse": [] } });
+    assert_eq!(edit_message(&fake, &channel, &id, silent).await.status(), 200);
+    assert_eq!(fake.pings().len(), 4, "nothing allowed, nothing pinged");
+    let exclusive = json!({ "content": "x", "allowed_mentions": { "parse": ["users"], "users": ["123"] } });
+    let refused = post_message(&fake, &channel, exclusive).await;
+    assert_eq!(refused.status(), 400);
+    assert_eq!(refused.json::<Value>().await.unwrap()["code"], 50035);
+}

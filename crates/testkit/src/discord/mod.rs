@@ -15,10 +15,14 @@
 //! refuses: a wrong token, a message over 2000 characters or empty, a reply
 //! to an unknown message, a request before a 429's `retry_after` passed or on
 //! an exhausted bucket (the last two are also recorded as violations).
+//! The bot's messages can be edited (`PATCH`, in `edits`); for every message
+//! it creates or edits the fake records whom it pings ([`mentions`]).
 
 mod buckets;
 mod control;
+mod edits;
 mod gateway;
+pub mod mentions;
 mod rest;
 pub mod uploads;
 pub mod wire;
@@ -30,12 +34,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use buckets::Buckets;
 pub use buckets::{BucketRule, RateHeaders, Verdict};
+pub use edits::{BotMessage, Edit};
 use gateway::SessionStart;
 use wire::{ChannelRecord, MessageRecord, UserRecord};
 
@@ -136,6 +141,12 @@ struct State {
     resumes: usize,
     buckets: Buckets,
     message_rule: BucketRule,
+    /// Every channel's bucket for editing messages (its own route).
+    edit_rule: BucketRule,
+    /// Accepted edits, in order.
+    edits: Vec<Edit>,
+    /// Whom the bot's messages pinged (see `mentions`), in order.
+    pings: Vec<String>,
     typing_rule: BucketRule,
     other_rule: BucketRule,
     sessions: HashMap<String, Session>,
@@ -203,9 +214,10 @@ impl State {
         self.sessions.values().filter(|s| s.connection.is_some()).count()
     }
 
-    /// Sends `MESSAGE_CREATE` for `record` to every connected session that
-    /// asked for it, blanking the content where Discord would.
-    fn dispatch_message(&mut self, record: &MessageRecord) {
+    /// Sends `event` (`MESSAGE_CREATE`, `MESSAGE_UPDATE`) for `record` to
+    /// every connected session that asked for it, blanking the content
+    /// where Discord would.
+    fn dispatch_message(&mut self, record: &MessageRecord, event: &str) {
         let referenced = record.reference.as_ref().and_then(|id| self.message(id)).cloned();
         let is_dm = record.guild_id.is_none();
         let mentions_bot = record.mentions.iter().any(|u| u.id == self.bot.id);
@@ -237,7 +249,7 @@ impl State {
                 data["content"] = "".into();
             }
             session.seq += 1;
-            let frame = wire::dispatch(session.seq, "MESSAGE_CREATE", data).to_string();
+            let frame = wire::dispatch(session.seq, event, data).to_string();
             session.sent.push((session.seq, frame.clone()));
             if let Some((_, connection)) = &session.connection {
                 let _ = connection.send(Outgoing::Frame(frame));
@@ -380,6 +392,13 @@ impl FakeDiscord {
                 window: Duration::from_secs(1),
                 hash: "80c17d2f203122d936070c88c8d10f33".into(),
             },
+            edit_rule: BucketRule {
+                limit: 5,
+                window: Duration::from_secs(5),
+                hash: "a5e7d3c1b9f8e6d4c2b0a9f7e5d3c1b8".into(),
+            },
+            edits: Vec::new(),
+            pings: Vec::new(),
             typing_rule: BucketRule {
                 limit: 5,
                 window: Duration::from_secs(5),
@@ -460,40 +479,6 @@ impl FakeDiscord {
             .await
     }
 
-    /// `user` sends a DM with a file, as Discord's client uploads one: the
-    /// message's attachment object names the file, its type and size, and a
-    /// CDN `url` (signed query parameters included) where its bytes are.
-    /// `claimed_size` is the `size` stated (the bytes' length when `None`).
-    pub async fn send_dm_with_file(
-        &self,
-        user: &FakeUser,
-        text: &str,
-        name: &str,
-        content_type: &str,
-        bytes: Vec<u8>,
-        claimed_size: Option<u64>,
-    ) -> String {
-        let channel = self.dm_chat(user);
-        let attachment = {
-            let mut state = self.shared.lock();
-            let id = state.snowflake();
-            let size = claimed_size.unwrap_or(bytes.len() as u64);
-            state.cdn.insert(id.clone(), bytes);
-            json!({
-                "id": id, "filename": name, "size": size, "content_type": content_type,
-                "url": format!("http://{}/attachments/{channel}/{id}/{name}?ex=6a1b2c3d&is=6a1a0000&hm=feedface", self.rest_addr),
-                "proxy_url": format!("http://{}/attachments/{channel}/{id}/{name}", self.rest_addr),
-            })
-        };
-        self.inject_with(&user.id, &channel, text.to_owned(), Vec::new(), None, vec![attachment])
-            .await
-    }
-
-    /// Attachment ids fetched from the CDN, in order.
-    pub fn cdn_downloads(&self) -> Vec<String> {
-        self.shared.lock().cdn_downloads.clone()
-    }
-
     async fn inject_with(
         &self,
         author_id: &str,
@@ -536,9 +521,10 @@ impl FakeDiscord {
             reference,
             timestamp: now_iso8601(),
             attachments,
+            edited_timestamp: None,
         };
         state.add_message(record.clone());
-        state.dispatch_message(&record);
+        state.dispatch_message(&record, "MESSAGE_CREATE");
         if record.author.id != state.bot.id {
             state.delivered_stamps.push(Stamped {
                 at: std::time::Instant::now(),

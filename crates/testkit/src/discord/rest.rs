@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -31,6 +31,10 @@ pub(super) fn serve(listener: TcpListener, shared: Arc<Shared>) -> oneshot::Send
         .route("/api/v10/users/@me/channels", post(create_dm))
         .route("/api/v10/channels/{channel_id}", get(get_channel))
         .route("/api/v10/channels/{channel_id}/messages", post(create_message))
+        .route(
+            "/api/v10/channels/{channel_id}/messages/{message_id}",
+            patch(super::edits::edit_message),
+        )
         .route("/api/v10/channels/{channel_id}/typing", post(trigger_typing))
         .route("/attachments/{channel_id}/{attachment_id}/{name}", get(cdn_file))
         .fallback(not_found)
@@ -66,7 +70,7 @@ async fn cdn_file(
     }
 }
 
-fn json(status: StatusCode, body: &Value) -> Response {
+pub(super) fn json(status: StatusCode, body: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
@@ -90,7 +94,7 @@ fn with_rate_headers(mut response: Response, headers: &RateHeaders) -> Response 
     response
 }
 
-fn record(state: &mut FakeState, method: &Method, path: &str, status: StatusCode) {
+pub(super) fn record(state: &mut FakeState, method: &Method, path: &str, status: StatusCode) {
     state.requests.push(super::RestRequest {
         method: method.to_string(),
         path: path.to_owned(),
@@ -99,21 +103,23 @@ fn record(state: &mut FakeState, method: &Method, path: &str, status: StatusCode
 }
 
 /// Which bucket a request counts against.
-enum Route {
+pub(super) enum Route {
     Messages,
+    /// Editing a message: its own route, per channel.
+    Edits,
     Typing,
     Other,
 }
 
 /// Whether a request may proceed.
-enum Admission {
+pub(super) enum Admission {
     Proceed(RateHeaders),
     /// The answer to send instead (401 or 429).
     Refused(Response),
 }
 
 /// Checks the token and the bucket.
-fn admit(
+pub(super) fn admit(
     state: &mut FakeState,
     headers: &HeaderMap,
     method: &Method,
@@ -129,6 +135,7 @@ fn admit(
     }
     let (rule, template, forceable) = match route {
         Route::Messages => (state.message_rule.clone(), "/channels/{id}/messages", true),
+        Route::Edits => (state.edit_rule.clone(), "/channels/{id}/messages/{message_id}", false),
         Route::Typing => (state.typing_rule.clone(), "/channels/{id}/typing", false),
         Route::Other => (state.other_rule.clone(), path, false),
     };
@@ -158,7 +165,7 @@ fn admit(
     }
 }
 
-fn answer(
+pub(super) fn answer(
     state: &mut FakeState,
     method: &Method,
     path: &str,
@@ -360,6 +367,13 @@ async fn create_message(
         let reply = wire::message(&existing, referenced.as_ref());
         return answer(&mut state, &method, &path, &rate, StatusCode::OK, &reply);
     }
+    let allowed = match super::mentions::AllowedMentions::from_request(body.get("allowed_mentions")) {
+        Ok(allowed) => allowed,
+        Err(refusal) => {
+            let body = wire::invalid_form_body("allowed_mentions", refusal.code, &refusal.message);
+            return answer(&mut state, &method, &path, &rate, StatusCode::BAD_REQUEST, &body);
+        }
+    };
     let reference = match resolve_reference(&state, &channel_id, &body) {
         Reference::None => None,
         Reference::To(id) => Some(id),
@@ -389,9 +403,11 @@ async fn create_message(
         reference: reference.clone(),
         timestamp: super::now_iso8601(),
         attachments,
+        edited_timestamp: None,
     };
     let referenced = reference.as_ref().and_then(|id| state.message(id)).cloned();
     let reply = wire::message(&record, referenced.as_ref());
+    state.record_pings(&record, &allowed);
     // A thread's messages belong to its parent channel's conversation.
     let (chat, thread) = match &channel.parent_id {
         Some(parent) if channel.kind == wire::PUBLIC_THREAD => (parent.clone(), Some(channel_id.clone())),
@@ -430,7 +446,7 @@ async fn create_message(
     state.add_message(record.clone());
     let count = state.sent.len();
     // The bot's own message comes back over the gateway, as on Discord.
-    state.dispatch_message(&record);
+    state.dispatch_message(&record, "MESSAGE_CREATE");
     let mut response = answer(&mut state, &method, &path, &rate, StatusCode::OK, &reply);
     if fault == Some(Fault::LoseAnswer) {
         response = Fault::Drop.response();

@@ -9,6 +9,44 @@ use axum::http::header;
 use serde_json::{Value, json};
 
 use super::wire;
+use crate::platform::{FakePlatform, FakeUser};
+
+/// Files people send: what a test injects and what the fake's CDN served.
+impl super::FakeDiscord {
+    /// `user` sends a DM with a file, as Discord's client uploads one: the
+    /// message's attachment object names the file, its type and size, and a
+    /// CDN `url` (signed query parameters included) where its bytes are.
+    /// `claimed_size` is the `size` stated (the bytes' length when `None`).
+    pub async fn send_dm_with_file(
+        &self,
+        user: &FakeUser,
+        text: &str,
+        name: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+        claimed_size: Option<u64>,
+    ) -> String {
+        let channel = self.dm_chat(user);
+        let attachment = {
+            let mut state = self.shared.lock();
+            let id = state.snowflake();
+            let size = claimed_size.unwrap_or(bytes.len() as u64);
+            state.cdn.insert(id.clone(), bytes);
+            json!({
+                "id": id, "filename": name, "size": size, "content_type": content_type,
+                "url": format!("http://{}/attachments/{channel}/{id}/{name}?ex=6a1b2c3d&is=6a1a0000&hm=feedface", self.rest_addr),
+                "proxy_url": format!("http://{}/attachments/{channel}/{id}/{name}", self.rest_addr),
+            })
+        };
+        self.inject_with(&user.id, &channel, text.to_owned(), Vec::new(), None, vec![attachment])
+            .await
+    }
+
+    /// Attachment ids fetched from the CDN, in order.
+    pub fn cdn_downloads(&self) -> Vec<String> {
+        self.shared.lock().cdn_downloads.clone()
+    }
+}
 
 /// What a bot may upload per file.
 pub const MAX_UPLOAD_BYTES: usize = 8 * 1024 * 1024;

@@ -147,6 +147,8 @@ pub struct MessageRecord {
     pub timestamp: String,
     /// Attachment objects, with their CDN `url`s.
     pub attachments: Vec<Value>,
+    /// ISO 8601, once the message was edited.
+    pub edited_timestamp: Option<String>,
 }
 
 /// The message object. `referenced` is the full message replied to, which
@@ -158,7 +160,7 @@ pub fn message(message: &MessageRecord, referenced: Option<&MessageRecord>) -> V
         "author": user(&message.author),
         "content": message.content,
         "timestamp": message.timestamp,
-        "edited_timestamp": null,
+        "edited_timestamp": message.edited_timestamp,
         "tts": false,
         "mention_everyone": false,
         "mentions": message.mentions.iter().map(user).collect::<Vec<_>>(),

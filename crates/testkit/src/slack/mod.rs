@@ -1,6 +1,8 @@
 //! A fake Slack workspace on 127.0.0.1: the Web API (`auth.test`,
 //! `apps.connections.open`, `chat.postMessage`, `users.info`), a Socket Mode
 //! WebSocket server, and an Events API pusher, with a control side for tests.
+//! `chat.update` edits the bot's messages; every text the bot writes is
+//! checked as Slack reads mrkdwn ([`mrkdwn`]), and the findings recorded.
 //!
 //! One bot (Herald) is installed in one workspace with one public channel,
 //! `#general`, that has a thread in it. People write to the bot in DMs
@@ -14,7 +16,9 @@
 //! sends above the per-channel rate, sends before a `Retry-After` passed, and
 //! Socket Mode envelopes left unacknowledged are sent again.
 
+mod edits;
 pub mod files;
+pub mod mrkdwn;
 mod push;
 mod socket;
 mod state;
@@ -32,6 +36,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 
+pub use edits::{BotMessage, Edit};
 pub use push::signature;
 pub use state::PushAttempt;
 use state::{Frame, State, Throttle, unix_seconds};
@@ -60,6 +65,9 @@ pub struct FakeSlackOptions {
     /// Posts the fake accepts per channel: `(count, per)`. Slack allows about
     /// one message per second per channel; `None` enforces nothing.
     pub channel_rate: Option<(u32, Duration)>,
+    /// `chat.update`s the fake accepts per workspace: `(count, per)`. The
+    /// method is Tier 3 (about 50 a minute); `None` enforces nothing.
+    pub update_rate: Option<(u32, Duration)>,
     /// How long a Socket Mode envelope waits for its ack before it is resent.
     pub ack_timeout: Duration,
     /// How often an envelope (or an Events API push) is retried before Slack gives up.
@@ -87,6 +95,7 @@ impl Default for FakeSlackOptions {
     fn default() -> Self {
         Self {
             channel_rate: Some((1, Duration::from_secs(1))),
+            update_rate: Some((50, Duration::from_secs(60))),
             ack_timeout: Duration::from_secs(3),
             max_retries: 3,
             push_retry_delays: vec![Duration::ZERO, Duration::from_secs(60), Duration::from_secs(300)],
@@ -210,6 +219,7 @@ impl FakeSlack {
         state.add_user(&stranger);
         state.conversations.insert(GENERAL.into(), state::Conversation::Channel);
         let thread_ts = state.next_ts();
+        state.remember(GENERAL, &thread_ts, None, "Welcome to #general", false);
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             sent_count: watch::Sender::new(0),
@@ -295,6 +305,7 @@ impl FakeSlack {
         };
         let event = wire::message_event(&fields, "");
         self.shared.deliver_locked(&mut state, event);
+        state.remember(&target.chat, &ts, target.thread.as_deref(), text, false);
         ts
     }
 
@@ -434,43 +445,6 @@ impl FakeSlack {
         }
     }
 
-    /// Sends `url_verification` to the Request URL, signed; returns Herald's
-    /// status and body.
-    pub async fn verify_url(&self, challenge: &str) -> Option<(u16, String)> {
-        let body = wire::url_verification(challenge).to_string();
-        let timestamp = unix_seconds();
-        self.push_raw(&body, timestamp, &signature(SIGNING_SECRET, timestamp, &body))
-            .await
-    }
-
-    /// POSTs `body` to the Request URL with the given timestamp and signature
-    /// headers, for tests of forged and stale requests.
-    pub async fn push_raw(&self, body: &str, timestamp: u64, signature: &str) -> Option<(u16, String)> {
-        let (url, timeout) = {
-            let state = self.shared.lock();
-            (state.events_url.clone()?, state.options.push_timeout)
-        };
-        push::post_signed(&push::http_client(), &url, body, timestamp, signature, None, timeout).await
-    }
-
-    /// POSTs `body` again, freshly signed, as Slack's retry number `retry_num`.
-    pub async fn push_again(&self, body: &str, retry_num: u32) -> Option<(u16, String)> {
-        let (url, timeout) = {
-            let state = self.shared.lock();
-            (state.events_url.clone()?, state.options.push_timeout)
-        };
-        let timestamp = unix_seconds();
-        let signature = signature(SIGNING_SECRET, timestamp, body);
-        let retry = Some((retry_num, "http_timeout"));
-        push::post_signed(&push::http_client(), &url, body, timestamp, &signature, retry, timeout).await
-    }
-
-    /// An `event_callback` body for `event`, as a push would carry it.
-    pub fn event_callback_body(&self, event: Value) -> String {
-        let event_id = self.shared.lock().next_event_id();
-        wire::event_callback(event, &event_id, unix_seconds()).to_string()
-    }
-
     /// Waits until `check` holds for the fake, or `timeout` passes; returns whether it held.
     pub async fn wait_until(&self, timeout: Duration, check: impl Fn(&FakeSlack) -> bool) -> bool {
         let mut changes = self.shared.changes.subscribe();
@@ -514,6 +488,7 @@ impl FakeSlack {
         }
         let event = wire::message_event(&fields, &client_msg_id);
         self.shared.deliver_locked(&mut state, event);
+        state.remember(channel, &ts, thread_ts, &text, false);
         state.delivered_stamps.push(Stamped {
             at: std::time::Instant::now(),
             chat: channel.to_owned(),
@@ -606,6 +581,7 @@ impl FakePlatform for FakeSlack {
         };
         let event = wire::message_event(&fields, "");
         self.shared.deliver_locked(&mut state, event);
+        state.remember(&target.chat, &ts, target.thread.as_deref(), text, true);
     }
 
     fn sent(&self) -> Vec<SentMessage> {

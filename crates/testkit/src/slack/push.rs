@@ -19,6 +19,47 @@ use tokio::sync::{mpsc, watch};
 use super::state::{PushAttempt, unix_seconds};
 use super::{SIGNING_SECRET, Shared};
 
+/// The Events API as a test drives it by hand: a URL verification, and
+/// pushes of bodies it chose (forged, stale or retried).
+impl super::FakeSlack {
+    /// Sends `url_verification` to the Request URL, signed; returns Herald's
+    /// status and body.
+    pub async fn verify_url(&self, challenge: &str) -> Option<(u16, String)> {
+        let body = super::wire::url_verification(challenge).to_string();
+        let timestamp = unix_seconds();
+        self.push_raw(&body, timestamp, &signature(SIGNING_SECRET, timestamp, &body))
+            .await
+    }
+
+    /// POSTs `body` to the Request URL with the given timestamp and signature
+    /// headers, for tests of forged and stale requests.
+    pub async fn push_raw(&self, body: &str, timestamp: u64, signature: &str) -> Option<(u16, String)> {
+        let (url, timeout) = {
+            let state = self.shared.lock();
+            (state.events_url.clone()?, state.options.push_timeout)
+        };
+        post_signed(&http_client(), &url, body, timestamp, signature, None, timeout).await
+    }
+
+    /// POSTs `body` again, freshly signed, as Slack's retry number `retry_num`.
+    pub async fn push_again(&self, body: &str, retry_num: u32) -> Option<(u16, String)> {
+        let (url, timeout) = {
+            let state = self.shared.lock();
+            (state.events_url.clone()?, state.options.push_timeout)
+        };
+        let timestamp = unix_seconds();
+        let signature = signature(SIGNING_SECRET, timestamp, body);
+        let retry = Some((retry_num, "http_timeout"));
+        post_signed(&http_client(), &url, body, timestamp, &signature, retry, timeout).await
+    }
+
+    /// An `event_callback` body for `event`, as a push would carry it.
+    pub fn event_callback_body(&self, event: Value) -> String {
+        let event_id = self.shared.lock().next_event_id();
+        super::wire::event_callback(event, &event_id, unix_seconds()).to_string()
+    }
+}
+
 /// The `X-Slack-Signature` value for a request body sent at `timestamp`:
 /// `v0=` + hex(HMAC-SHA256(secret, `v0:{timestamp}:{body}`)).
 pub fn signature(secret: &str, timestamp: u64, body: &str) -> String {

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::FakeSlackOptions;
+use super::edits::{Edit, StoredMessage};
 use super::wire;
 use crate::platform::{FakeUser, SentMessage, Stamped};
 
@@ -108,6 +109,21 @@ pub struct State {
     pub sent_stamps: Vec<Stamped>,
     /// Web API calls answered with a fault instead (by method name).
     pub faults: crate::faults::Faults,
+    /// Every message in the workspace (people's and the bot's), in order.
+    pub(crate) messages: Vec<StoredMessage>,
+    /// Where each `(channel, ts)` is in `messages`.
+    pub message_index: HashMap<(String, String), usize>,
+    pub edits: Vec<Edit>,
+    /// Escaping mistakes in the texts the bot wrote (see `mrkdwn`).
+    pub format_findings: Vec<String>,
+    /// Who the bot's texts would notify.
+    pub mentions: Vec<String>,
+    /// `chat.update`s accepted in the last `update_rate` window (workspace-wide).
+    recent_updates: VecDeque<Instant>,
+    /// Until when a 429 told the client to leave `chat.update` alone.
+    updates_not_before: Option<Instant>,
+    /// The wait the next `chat.update`s must honour, set by a test.
+    pub update_throttle: Option<Throttle>,
 }
 
 /// One Events API request the fake made.
@@ -169,6 +185,14 @@ impl State {
             uploads: Vec::new(),
             sent_stamps: Vec::new(),
             faults: Default::default(),
+            messages: Vec::new(),
+            message_index: HashMap::new(),
+            edits: Vec::new(),
+            format_findings: Vec::new(),
+            mentions: Vec::new(),
+            recent_updates: VecDeque::new(),
+            updates_not_before: None,
+            update_throttle: None,
         }
     }
 
@@ -261,6 +285,51 @@ impl State {
                 return PostVerdict::RateLimited { retry_after_secs: 1 };
             }
             posts.push_back(now);
+        }
+        PostVerdict::Accept
+    }
+
+    /// Applies the test's throttle, the last `Retry-After` and the
+    /// method's tier to one `chat.update` arriving now. Slack rate-limits
+    /// `chat.update` per workspace (Tier 3, about 50 a minute), not per
+    /// channel, so one window covers every channel.
+    pub fn judge_update(&mut self, now: Instant) -> PostVerdict {
+        if let Some(until) = self.updates_not_before
+            && now + Duration::from_millis(5) < until
+        {
+            self.violations.push(format!(
+                "chat.update {} ms before the Retry-After passed",
+                (until - now).as_millis()
+            ));
+        }
+        if let Some(throttle) = self.update_throttle.as_mut()
+            && throttle.remaining > 0
+        {
+            throttle.remaining -= 1;
+            let secs = retry_after_secs(throttle.retry_after);
+            if throttle.remaining == 0 {
+                self.update_throttle = None;
+            }
+            self.updates_not_before = Some(now + Duration::from_secs(secs));
+            return PostVerdict::RateLimited { retry_after_secs: secs };
+        }
+        if let Some((count, window)) = self.options.update_rate {
+            let recent = &mut self.recent_updates;
+            while recent.front().is_some_and(|at| now.duration_since(*at) >= window) {
+                recent.pop_front();
+            }
+            if recent.len() >= count as usize {
+                // Until the oldest update in the window leaves it.
+                let oldest = *recent.front().expect("a full window");
+                let secs = retry_after_secs((oldest + window).saturating_duration_since(now));
+                self.violations.push(format!(
+                    "chat.update: more than {count} within {} s (Tier 3, per workspace)",
+                    window.as_secs()
+                ));
+                self.updates_not_before = Some(now + Duration::from_secs(secs));
+                return PostVerdict::RateLimited { retry_after_secs: secs };
+            }
+            recent.push_back(now);
         }
         PostVerdict::Accept
     }
@@ -426,6 +495,32 @@ mod tests {
             PostVerdict::Accept
         );
         assert_eq!(state.violations.len(), 1);
+    }
+
+    #[test]
+    fn updates_are_limited_per_workspace_and_an_early_retry_is_a_violation() {
+        let mut state = State::new(FakeSlackOptions {
+            update_rate: Some((2, Duration::from_secs(60))),
+            ..FakeSlackOptions::default()
+        });
+        let start = Instant::now();
+        assert_eq!(state.judge_update(start), PostVerdict::Accept);
+        assert_eq!(state.judge_update(start + Duration::from_secs(10)), PostVerdict::Accept);
+        assert_eq!(
+            state.judge_update(start + Duration::from_secs(20)),
+            PostVerdict::RateLimited { retry_after_secs: 40 },
+            "the window is full until the first update leaves it"
+        );
+        assert_eq!(state.violations.len(), 1, "{:?}", state.violations);
+        state.judge_update(start + Duration::from_secs(30));
+        assert_eq!(
+            state.violations.len(),
+            3,
+            "early and over the rate: {:?}",
+            state.violations
+        );
+        assert_eq!(state.judge_update(start + Duration::from_secs(71)), PostVerdict::Accept);
+        assert_eq!(state.violations.len(), 3, "{:?}", state.violations);
     }
 
     #[test]

@@ -108,7 +108,7 @@ async fn posts_are_recorded_from_json_and_form_bodies() {
         let (_, _, answer) = call(&slack, "chat.postMessage", Some(BOT_TOKEN), body).await;
         assert_eq!(answer["error"], error);
     }
-    let (_, _, answer) = call(&slack, "chat.update", Some(BOT_TOKEN), json!({})).await;
+    let (_, _, answer) = call(&slack, "chat.scheduleMessage", Some(BOT_TOKEN), json!({})).await;
     assert_eq!(answer["error"], "unknown_method");
 }
 
@@ -288,4 +288,186 @@ async fn pushes_are_signed_and_retried_with_their_retry_number() {
         signature(SIGNING_SECRET, timestamp, body).as_str()
     );
     assert_eq!(requests[0].1, *body, "a retry carries the same event");
+}
+
+async fn post_text(slack: &FakeSlack, text: &str) -> String {
+    let (_, _, body) = call(
+        slack,
+        "chat.postMessage",
+        Some(BOT_TOKEN),
+        json!({"channel": GENERAL, "text": text}),
+    )
+    .await;
+    assert_eq!(body["ok"], true, "{body}");
+    body["ts"].as_str().expect("a ts").to_owned()
+}
+
+#[tokio::test]
+async fn chat_update_changes_the_bots_message_and_records_the_edit() {
+    let slack = FakeSlack::start_with(fast()).await;
+    let first = post_text(&slack, "Thinking").await;
+    let second = post_text(&slack, "second").await;
+    let update = json!({"channel": GENERAL, "ts": first, "text": "Thinking… done"});
+    let (status, _, body) = call(&slack, "chat.update", Some(BOT_TOKEN), update).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (
+            body["ok"].clone(),
+            body["channel"].clone(),
+            body["ts"].clone(),
+            body["text"].clone()
+        ),
+        (json!(true), json!(GENERAL), json!(first), json!("Thinking… done")),
+        "{body}"
+    );
+    assert_eq!(body["message"]["edited"]["user"], BOT_USER_ID);
+    let by_form = client()
+        .post(format!("{}/chat.update", slack.api_url()))
+        .form(&[
+            ("token", BOT_TOKEN),
+            ("channel", GENERAL),
+            ("ts", &second),
+            ("text", "2nd"),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(by_form["ok"], true, "{by_form}");
+
+    let now: Vec<_> = slack
+        .bot_messages()
+        .into_iter()
+        .map(|m| (m.ts, m.text, m.edits))
+        .collect();
+    assert_eq!(
+        now,
+        [
+            (first.clone(), "Thinking… done".to_owned(), 1),
+            (second, "2nd".to_owned(), 1)
+        ]
+    );
+    let edits = slack.edits();
+    assert_eq!(
+        (edits[0].channel.as_str(), edits[0].ts.as_str(), edits[0].text.as_str()),
+        (GENERAL, first.as_str(), "Thinking… done")
+    );
+    assert_eq!(slack.sent()[0].text, "Thinking", "what was posted stays as posted");
+    assert!(slack.violations().is_empty(), "{:?}", slack.violations());
+}
+
+#[tokio::test]
+async fn chat_update_refuses_what_slack_refuses() {
+    let slack = FakeSlack::start_with(fast()).await;
+    let mine = post_text(&slack, "mine").await;
+    let theirs = slack
+        .send_group(&slack.admin(), &slack.group(), "a person's words", false)
+        .await;
+    for (update, error) in [
+        (
+            json!({"channel": GENERAL, "ts": "1.000001", "text": "x"}),
+            "message_not_found",
+        ),
+        (
+            json!({"channel": GENERAL, "ts": theirs, "text": "x"}),
+            "cant_update_message",
+        ),
+        (
+            json!({"channel": "C0NOWHERE", "ts": mine, "text": "x"}),
+            "channel_not_found",
+        ),
+        (json!({"channel": GENERAL, "ts": mine, "text": ""}), "no_text"),
+        (
+            json!({"channel": GENERAL, "ts": mine, "text": "x".repeat(40_001)}),
+            "msg_too_long",
+        ),
+    ] {
+        let (status, _, body) = call(&slack, "chat.update", Some(BOT_TOKEN), update).await;
+        assert_eq!(
+            (status, body["ok"].clone(), body["error"].clone()),
+            (200, json!(false), json!(error))
+        );
+    }
+    let (_, _, body) = call(
+        &slack,
+        "chat.update",
+        Some(APP_TOKEN),
+        json!({"channel": GENERAL, "ts": mine, "text": "x"}),
+    )
+    .await;
+    assert_eq!(body["error"], "not_allowed_token_type");
+    assert!(slack.edits().is_empty());
+    assert_eq!(slack.bot_messages()[0].text, "mine");
+}
+
+#[tokio::test]
+async fn chat_update_is_limited_per_workspace_and_takes_faults() {
+    let slack = FakeSlack::start_with(FakeSlackOptions {
+        update_rate: Some((2, Duration::from_secs(60))),
+        ..fast()
+    })
+    .await;
+    let ts = post_text(&slack, "0").await;
+    let update = |text: &str| json!({"channel": GENERAL, "ts": ts, "text": text});
+    for text in ["1", "2"] {
+        assert_eq!(call(&slack, "chat.update", Some(BOT_TOKEN), update(text)).await.0, 200);
+    }
+    let (status, headers, body) = call(&slack, "chat.update", Some(BOT_TOKEN), update("3")).await;
+    assert_eq!((status, body["error"].as_str()), (429, Some("ratelimited")));
+    let retry_after: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((59..=60).contains(&retry_after), "{retry_after}");
+    let (status, _, _) = call(&slack, "chat.update", Some(BOT_TOKEN), update("4")).await;
+    assert_eq!(status, 429);
+    assert!(
+        slack.violations().iter().any(|v| v.contains("before the Retry-After")),
+        "{:?}",
+        slack.violations()
+    );
+    assert_eq!(slack.bot_messages()[0].text, "2");
+
+    let fatal = r#"{"ok":false,"error":"fatal_error"}"#;
+    slack.inject_faults("chat.update", [crate::faults::Fault::Status(500, fatal.into())]);
+    let (status, _, _) = call(&slack, "chat.update", Some(BOT_TOKEN), update("5")).await;
+    assert_eq!(status, 500);
+    assert_eq!(slack.faults_pending(), 0);
+}
+
+#[tokio::test]
+async fn a_throttled_update_asks_for_its_retry_after() {
+    let slack = FakeSlack::start_with(fast()).await;
+    let ts = post_text(&slack, "0").await;
+    slack.throttle_updates(1, Duration::from_secs(3));
+    let update = json!({"channel": GENERAL, "ts": ts, "text": "1"});
+    let (status, headers, _) = call(&slack, "chat.update", Some(BOT_TOKEN), update.clone()).await;
+    assert_eq!((status, headers["retry-after"].to_str().unwrap()), (429, "3"));
+    assert!(slack.violations().is_empty(), "the fake's own 429 is no violation");
+    call(&slack, "chat.update", Some(BOT_TOKEN), update).await;
+    assert_eq!(slack.violations().len(), 1, "retried at once: {:?}", slack.violations());
+}
+
+#[tokio::test]
+async fn texts_are_checked_as_slack_reads_mrkdwn() {
+    let slack = FakeSlack::start_with(fast()).await;
+    let escaped = post_text(&slack, "a &lt; b &amp; c").await;
+    assert!(slack.format_findings().is_empty(), "{:?}", slack.format_findings());
+    assert_eq!(slack.bot_messages()[0].rendered, "a < b & c");
+    assert!(slack.mentions().is_empty());
+
+    let bare = post_text(&slack, "a < b & c").await;
+    let findings = slack.format_findings();
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    assert!(
+        findings[0].contains("unescaped `<`") && findings[0].contains(&bare),
+        "{findings:?}"
+    );
+    assert!(findings[1].contains("unescaped `&`"), "{findings:?}");
+
+    let update =
+        json!({"channel": GENERAL, "ts": escaped, "text": "heads up <!channel>, see <https://example.com|the docs>"});
+    call(&slack, "chat.update", Some(BOT_TOKEN), update).await;
+    assert_eq!(slack.mentions(), ["channel"], "an edit that pings is recorded");
+    assert_eq!(slack.bot_messages()[0].rendered, "heads up @channel, see the docs");
+    assert_eq!(slack.format_findings().len(), 2);
 }

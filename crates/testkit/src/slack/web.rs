@@ -20,7 +20,7 @@ use super::{APP_ID, APP_TOKEN, BOT_ID, BOT_NAME, BOT_TOKEN, BOT_USER_ID, Shared,
 use crate::platform::{SentMessage, Stamped};
 
 /// Slack refuses longer texts outright; it truncates display far earlier.
-const MAX_TEXT_CHARS: usize = 40_000;
+pub(super) const MAX_TEXT_CHARS: usize = 40_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TokenKind {
@@ -50,7 +50,7 @@ pub(super) fn refuse(error: &str) -> Response {
     json_response(StatusCode::OK, json!({"ok": false, "error": error}))
 }
 
-fn rate_limited(retry_after_secs: u64) -> Response {
+pub(super) fn rate_limited(retry_after_secs: u64) -> Response {
     let mut response = json_response(
         StatusCode::TOO_MANY_REQUESTS,
         json!({"ok": false, "error": "ratelimited"}),
@@ -121,7 +121,7 @@ fn needed_scope(method: &str) -> Option<&'static str> {
     }
 }
 
-fn text_argument<'a>(arguments: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+pub(super) fn text_argument<'a>(arguments: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     arguments.get(key).and_then(Value::as_str).filter(|v| !v.is_empty())
 }
 
@@ -179,6 +179,7 @@ async fn api(
             ok(json!({"url": format!("ws://{}/link/?ticket={ticket}&app_id={APP_ID}", shared.socket_addr)}))
         }
         ("chat.postMessage", TokenKind::Bot) => post_message(&shared, &arguments, arrived),
+        ("chat.update", TokenKind::Bot) => super::edits::update_message(&shared, &arguments, arrived),
         ("files.getUploadURLExternal", TokenKind::Bot) => super::uploads::get_upload_url(&shared, &headers, &arguments),
         ("files.completeUploadExternal", TokenKind::Bot) => super::uploads::complete(&shared, &arguments),
         ("users.info", TokenKind::Bot) => {
@@ -194,6 +195,7 @@ async fn api(
             "auth.test"
             | "apps.connections.open"
             | "chat.postMessage"
+            | "chat.update"
             | "users.info"
             | "files.getUploadURLExternal"
             | "files.completeUploadExternal",
@@ -236,6 +238,8 @@ fn post_message(shared: &Shared, arguments: &Map<String, Value>, arrived: std::t
         raw: text.clone(),
     });
     let sent = state.sent.len();
+    state.check_format("chat.postMessage", &channel, &ts, &text);
+    state.remember(&channel, &ts, thread_ts.as_deref(), &text, true);
     if state.options.echo_own_messages {
         let channel_type = if channel.starts_with('D') { "im" } else { "channel" };
         let event = wire::message_event(

@@ -284,6 +284,34 @@ pub fn user_object(id: &str, name: &str) -> Value {
     })
 }
 
+/// The `message` event with `subtype: message_changed` that Slack sends to
+/// a channel's subscribers when a message in it is edited: the message as
+/// it is now (with `edited`) and as it was.
+pub fn message_changed_event(fields: &MessageFields<'_>, previous_text: &str, event_ts: &str) -> Value {
+    // The inner messages carry no conversation fields; the event does.
+    let inner = |text: &str| {
+        let mut message = message_event(&MessageFields { text, ..fields.clone() }, "");
+        let map = message.as_object_mut().expect("an object");
+        for field in ["channel", "event_ts", "channel_type"] {
+            map.remove(field);
+        }
+        message
+    };
+    let mut message = inner(fields.text);
+    message["edited"] = json!({"user": BOT_USER_ID, "ts": event_ts});
+    json!({
+        "type": "message",
+        "subtype": "message_changed",
+        "hidden": true,
+        "message": message,
+        "channel": fields.channel,
+        "previous_message": inner(previous_text),
+        "event_ts": event_ts,
+        "ts": event_ts,
+        "channel_type": fields.channel_type,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
