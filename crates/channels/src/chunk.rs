@@ -20,7 +20,7 @@ impl LengthUnit {
         }
     }
 
-    fn of(self, c: char) -> usize {
+    pub(crate) fn of(self, c: char) -> usize {
         match self {
             LengthUnit::Chars => 1,
             LengthUnit::Utf16 => c.len_utf16(),
@@ -106,7 +106,7 @@ pub fn chunk(text: &str, limit: Limit) -> Vec<String> {
 
 /// The longest prefix of `text` within `budget`, cut at the best boundary,
 /// and what follows it (without the separator it was cut at).
-fn split_within(text: &str, budget: usize, unit: LengthUnit) -> (&str, &str) {
+pub(crate) fn split_within(text: &str, budget: usize, unit: LengthUnit) -> (&str, &str) {
     let mut end = 0;
     let mut used = 0;
     for (index, c) in text.char_indices() {

@@ -20,6 +20,7 @@ pub mod discord;
 pub mod email;
 pub mod gateway;
 pub mod local;
+pub mod markdown;
 #[cfg(any(feature = "telegram", feature = "discord"))]
 mod multipart;
 mod outbound;

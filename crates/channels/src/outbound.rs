@@ -1,5 +1,5 @@
-//! The one outbound path every platform shares: chunk the reply to the
-//! platform's limit, take a place in the platform's send windows (per chat,
+//! The one outbound path every platform shares: render and chunk the reply
+//! as the platform shows it ([`PlatformSender::chunks`]), take a place in the platform's send windows (per chat,
 //! per group, per bot), send each chunk in order in the conversation's
 //! thread, and wait out a 429 for exactly as long as the platform asked
 //! before the next try.
@@ -32,6 +32,27 @@ use serde::Deserialize;
 use tracing::{debug, warn};
 
 use crate::chunk::{Limit, chunk};
+
+/// One message's worth of a reply, as the platform takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// The text, in the platform's markup when the channel renders Markdown.
+    pub text: String,
+    /// The same message as plain text, for a platform that may refuse the
+    /// markup (Telegram's "can't parse entities"): sent instead, so a reply
+    /// is never lost to formatting.
+    pub plain: Option<String>,
+}
+
+impl Chunk {
+    /// `text` cut to `limit` as it is, without markup to fall back from.
+    pub fn verbatim(text: &str, limit: Limit) -> Vec<Chunk> {
+        chunk(text, limit)
+            .into_iter()
+            .map(|text| Chunk { text, plain: None })
+            .collect()
+    }
+}
 use crate::retry::{Retry, SEND};
 
 /// One chunk, one platform request.
@@ -39,7 +60,11 @@ use crate::retry::{Retry, SEND};
 pub trait PlatformSender: Send + Sync {
     fn channel(&self) -> ChannelName;
 
-    fn limit(&self) -> Limit;
+    /// A reply's text as the messages the platform takes, in order: rendered
+    /// in its markup (or not, as the channel's `format` says) and cut to its
+    /// limit after rendering. Pure and the same for the same text, so a
+    /// retried reply has the same chunks as the first try.
+    fn chunks(&self, text: &str) -> Vec<Chunk>;
 
     /// Sends one chunk to the conversation (in its thread), replying to
     /// `reply_to` when given. Returns the platform's id of the new message.
@@ -48,7 +73,7 @@ pub trait PlatformSender: Send + Sync {
     async fn send_chunk(
         &self,
         conversation: &ConversationRef,
-        text: &str,
+        chunk: &Chunk,
         reply_to: Option<&str>,
         key: Option<&str>,
     ) -> Result<String, ChannelError>;
@@ -96,7 +121,7 @@ pub struct FileUploads {
 /// One request of a reply: a chunk of text, or files (with text).
 #[derive(Clone, Copy)]
 enum Part<'a> {
-    Text(&'a str),
+    Text(&'a Chunk),
     Files(Option<&'a str>, &'a [OutboundFile]),
 }
 
@@ -281,7 +306,7 @@ impl<S: PlatformSender> Delivery<S> {
         loop {
             let taken = self.take_place(&limits).await?;
             let result = match part {
-                Part::Text(text) => self.sender.send_chunk(conversation, text, reply_to, key).await,
+                Part::Text(chunk) => self.sender.send_chunk(conversation, chunk, reply_to, key).await,
                 Part::Files(text, files) => self.sender.send_files(conversation, text, files, reply_to, key).await,
             };
             self.finished(&limits, taken).await;
@@ -334,10 +359,10 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
                 herald_core::human_size(uploads.max_file_bytes)
             )));
         }
-        let chunks = chunk(&message.text, self.sender.limit());
+        let chunks = self.sender.chunks(&message.text);
         // A platform that carries text with files takes the last chunk with them.
         let carried = match uploads {
-            Some(uploads) if uploads.with_text => chunks.last().map(String::as_str),
+            Some(uploads) if uploads.with_text => chunks.last().map(|chunk| chunk.text.as_str()),
             _ => None,
         };
         let text_chunks = &chunks[..chunks.len() - usize::from(carried.is_some())];

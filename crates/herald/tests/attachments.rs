@@ -259,11 +259,12 @@ fn reader_skill() -> (tempfile::TempDir, String) {
 async fn a_script_reads_the_documents_of_the_message_and_a_climbing_name_stays_inside() {
     let (_skills, yaml) = reader_skill();
     let setup = setup("", &yaml).await;
-    // The model runs the script, then answers with what the script printed.
+    // The model runs the script, then answers with what the script printed
+    // (in a code block, as models show output, so Markdown leaves it as it is).
     setup.model.set_fallback(|request| {
         let last = messages(request).last().cloned().unwrap_or_default();
         if last["role"] == "tool" {
-            Reply::text(content_text(&last).unwrap_or_default())
+            Reply::text(format!("```\n{}\n```", content_text(&last).unwrap_or_default()))
         } else {
             Reply::tool_call(
                 "run_skill_script",

@@ -281,3 +281,42 @@ async fn without_idle_new_mail_is_found_by_polling() {
         .unwrap_or_default();
     assert!(reading.contains("false"), "polling, not IDLE: {log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_markdown_answer_is_mailed_as_text_and_html_with_nothing_active_in_it() {
+    let setup = Setup::new().await;
+    let answer = "**Agenda** for Monday:\n\n| Time | Item |\n|---|---|\n| 10:00 | `standup` |\n\n\
+                  Slides: [deck](https://example.com/deck) ![logo](https://tracker.example/p.png)\n\n\
+                  <script>alert(1)</script>";
+    setup.model.push(herald_testkit::Reply::text(answer));
+    let herald = setup.start().await;
+    setup
+        .mail
+        .send(
+            ALICE,
+            &mail(ALICE, "agenda@alice.test", "Agenda", "", "What's on Monday?"),
+        )
+        .await;
+    let answers = setup.answers("alice", 1, &herald).await;
+    let mail = &answers[0];
+    assert!(
+        mail.header("content-type")
+            .is_some_and(|t| t.starts_with("multipart/alternative")),
+        "{:?}",
+        mail.header("content-type")
+    );
+    // The text part is the answer as the model wrote it, readable as is.
+    assert_eq!(mail.body, answer);
+    let html = mail.html.as_deref().expect("an HTML part");
+    for expected in [
+        "<strong>Agenda</strong>",
+        "<table>",
+        "<code>standup</code>",
+        "<a href=\"https://example.com/deck\">deck</a>",
+        "&lt;script&gt;alert(1)&lt;/script&gt;",
+    ] {
+        assert!(html.contains(expected), "{expected} not in {html}");
+    }
+    // Nothing runs and nothing loads when the mail is opened.
+    assert!(!html.contains("<script") && !html.contains("<img"), "{html}");
+}

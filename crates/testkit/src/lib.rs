@@ -6,6 +6,7 @@
 //! real thing hides bugs instead of finding them.
 //!
 //! - [`attack`]: hostile clients of Herald's public endpoints (trickled bodies).
+//! - [`corpus`]: model answers in Markdown, for the rendering tests.
 //! - [`discord`]: a fake Discord REST API and gateway websocket.
 //! - [`faults`]: server errors and dropped connections a fake answers with.
 //! - [`mailserver`]: real Dovecot and Postfix on 127.0.0.1, for email.
@@ -17,6 +18,7 @@
 //! - [`tls`]: a private certificate authority and TLS in front of any fake.
 
 pub mod attack;
+pub mod corpus;
 pub mod discord;
 pub mod faults;
 pub mod mailserver;

@@ -305,7 +305,11 @@ impl Drop for MailServers {
 #[derive(Debug, Clone)]
 pub struct ReadMail {
     pub headers: Vec<(String, String)>,
+    /// The text a reader shows as plain text: the whole body of a one-part
+    /// mail, the `text/plain` part of a multipart one, decoded.
     pub body: String,
+    /// The `text/html` part, decoded, when the mail has one.
+    pub html: Option<String>,
     /// The whole mail as delivered, for a MIME parser.
     pub raw: String,
 }
@@ -325,9 +329,33 @@ impl ReadMail {
                 headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
             }
         }
+        let parsed = mail_parser::MessageParser::default().parse(raw.as_bytes());
+        let multipart = headers
+            .iter()
+            .any(|(name, value)| name == "content-type" && value.to_ascii_lowercase().starts_with("multipart/"));
+        let (body, html) = match parsed.filter(|_| multipart) {
+            Some(message) => {
+                let html = message
+                    .parts
+                    .iter()
+                    .find(|part| {
+                        use mail_parser::MimeHeaders;
+                        part.content_type()
+                            .is_some_and(|t| t.c_type.eq_ignore_ascii_case("text") && t.subtype() == Some("html"))
+                    })
+                    .and_then(|part| part.text_contents().map(str::to_owned));
+                let text = message
+                    .body_text(0)
+                    .map(|text| text.trim().to_owned())
+                    .unwrap_or_default();
+                (text, html)
+            }
+            None => (body.trim().to_owned(), None),
+        };
         Self {
             headers,
-            body: body.trim().to_owned(),
+            body,
+            html,
             raw,
         }
     }

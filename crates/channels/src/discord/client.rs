@@ -27,8 +27,7 @@ use super::model::{ChannelObject, id_from_string};
 use super::payload::{CHANNEL, Place};
 use super::ratelimit::{RouteLimits, observe, too_many_requests};
 use super::render;
-use crate::chunk::Limit;
-use crate::outbound::{FileUploads, PlatformSender};
+use crate::outbound::{Chunk, FileUploads, PlatformSender};
 
 /// The bot as `GET /users/@me` describes it.
 #[derive(Clone, Debug, Deserialize)]
@@ -259,6 +258,8 @@ pub struct DiscordSender {
     pub(super) api: Arc<DiscordApi>,
     /// `channels.discord.max_upload_bytes`.
     pub(super) max_upload_bytes: u64,
+    /// `channels.discord.format`.
+    pub(super) format: crate::markdown::Format,
 }
 
 #[async_trait]
@@ -267,20 +268,20 @@ impl PlatformSender for DiscordSender {
         ChannelName::new(CHANNEL)
     }
 
-    fn limit(&self) -> Limit {
-        Limit::DISCORD
+    fn chunks(&self, text: &str) -> Vec<Chunk> {
+        render::chunks(text, self.format)
     }
 
     async fn send_chunk(
         &self,
         conversation: &ConversationRef,
-        text: &str,
+        chunk: &Chunk,
         reply_to: Option<&str>,
         key: Option<&str>,
     ) -> Result<String, ChannelError> {
         let channel = render::target_channel(conversation)?;
         self.api
-            .create_message(channel, &render::message_body(text, reply_to, key))
+            .create_message(channel, &render::message_body(&chunk.text, reply_to, key))
             .await
     }
 

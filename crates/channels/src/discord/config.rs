@@ -38,6 +38,10 @@ pub struct DiscordConfig {
     /// among themselves.
     #[serde(default)]
     pub shards: Shards,
+    /// `markdown` (the default): the model's Markdown in the subset Discord
+    /// shows (tables as blocks, deep headings bold); `plain`: as written.
+    #[serde(default)]
+    pub format: crate::markdown::Format,
     /// Whether the gateway's frames come zlib-compressed
     /// (`compress=zlib-stream`). On by default: dispatches shrink to a
     /// fraction on the wire.

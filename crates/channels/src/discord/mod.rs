@@ -65,6 +65,7 @@ pub fn build(
         Arc::new(DiscordSender {
             api: api.clone(),
             max_upload_bytes: config.max_upload_bytes,
+            format: config.format,
         }),
         &config.rate_limits,
         limiter,

@@ -1,8 +1,21 @@
-//! Replies to Discord requests. Pure: which channel a reply is posted to and
-//! the JSON body of `POST /channels/{id}/messages`. Chunking to Discord's
-//! 2000 characters happens before, in the shared outbound path.
+//! Replies to Discord requests. Pure: a reply's Markdown in the subset
+//! Discord shows ([`crate::markdown::discord`]) cut to Discord's 2,000
+//! characters (a code block cut in two is closed and opened again with its
+//! language), which channel a reply is posted to, and the JSON body of
+//! `POST /channels/{id}/messages`.
 
+use crate::chunk::Limit;
+use crate::markdown::{self, Format};
+use crate::outbound::Chunk;
 use herald_core::{ChannelError, ConversationRef};
+
+/// A reply's messages, each as Discord's message content.
+pub fn chunks(text: &str, format: Format) -> Vec<Chunk> {
+    match format {
+        Format::Markdown => Chunk::verbatim(&markdown::discord::render(text), Limit::DISCORD),
+        Format::Plain => Chunk::verbatim(text, Limit::DISCORD),
+    }
+}
 use serde_json::{Value, json};
 
 /// The channel to post in: the thread when the conversation is one (a
@@ -15,14 +28,16 @@ pub fn target_channel(conversation: &ConversationRef) -> Result<u64, ChannelErro
 
 /// The create-message body. A reply references the triggering message but
 /// does not fail when it was deleted meanwhile; mentions in Herald's text
-/// never ping `@everyone`, `@here` or roles. With a `key` (the same for
+/// ping nobody (`@everyone`, `@here`, roles, and users a model names,
+/// which a prompt injection could turn into spam): only the person a reply
+/// answers is notified. With a `key` (the same for
 /// every try of this chunk) the body carries an enforced nonce: Discord
 /// then creates the message once, and a try whose answer was lost gets the
 /// message the first try created.
 pub fn message_body(text: &str, reply_to: Option<&str>, key: Option<&str>) -> Value {
     let mut body = json!({
         "content": text,
-        "allowed_mentions": { "parse": ["users"], "replied_user": true },
+        "allowed_mentions": { "parse": [], "replied_user": true },
     });
     if let Some(message_id) = reply_to {
         body["message_reference"] = json!({ "message_id": message_id, "fail_if_not_exists": false });
@@ -70,6 +85,18 @@ mod tests {
     }
 
     #[test]
+    fn a_long_code_block_keeps_its_fence_and_language_in_every_message() {
+        let code: String = (0..300).map(|n| format!("print({n})\n")).collect();
+        let chunks = chunks(&format!("Run this:\n\n```python\n{code}```\n\nDone."), Format::Markdown);
+        assert!(chunks.len() >= 2);
+        for chunk in &chunks {
+            assert!(chunk.text.chars().count() <= Limit::DISCORD.max);
+            assert_eq!(chunk.text.matches("```").count() % 2, 0, "{}", chunk.text);
+        }
+        assert!(chunks[1].text.starts_with("```python\n"), "{}", chunks[1].text);
+    }
+
+    #[test]
     fn replies_go_to_the_thread_when_there_is_one() {
         assert_eq!(target_channel(&conversation("10", None)).unwrap(), 10);
         assert_eq!(target_channel(&conversation("10", Some("11"))).unwrap(), 11);
@@ -85,7 +112,7 @@ mod tests {
             message_body("hi", Some("42"), None),
             json!({
                 "content": "hi",
-                "allowed_mentions": { "parse": ["users"], "replied_user": true },
+                "allowed_mentions": { "parse": [], "replied_user": true },
                 "message_reference": { "message_id": "42", "fail_if_not_exists": false },
             })
         );

@@ -23,7 +23,7 @@ use super::config::{ImapConfig, SmtpConfig, Tls};
 use super::payload::CHANNEL;
 use super::render::{self, Reply, Thread};
 use crate::chunk::Limit;
-use crate::outbound::{FileUploads, PlatformSender};
+use crate::outbound::{Chunk, FileUploads, PlatformSender};
 
 /// Where the channel keeps its cursor and thread map in the store's state.
 pub const STATE_SCOPE: &str = "email";
@@ -141,12 +141,20 @@ pub struct EmailSender {
     store: Option<Arc<dyn ConversationStore>>,
     /// `channels.email.max_upload_bytes`.
     max_upload_bytes: u64,
+    /// `channels.email.format`.
+    format: crate::markdown::Format,
 }
 
 impl EmailSender {
     /// Files larger than `bytes` are not attached.
     pub fn with_max_upload_bytes(mut self, bytes: u64) -> Self {
         self.max_upload_bytes = bytes;
+        self
+    }
+
+    /// Whether replies carry an HTML part rendered from their Markdown.
+    pub fn with_format(mut self, format: crate::markdown::Format) -> Self {
+        self.format = format;
         self
     }
 
@@ -175,6 +183,7 @@ impl EmailSender {
             from: from.to_owned(),
             store,
             max_upload_bytes: super::config::DEFAULT_MAX_UPLOAD_BYTES,
+            format: crate::markdown::Format::default(),
         })
     }
 
@@ -215,18 +224,19 @@ impl PlatformSender for EmailSender {
         ChannelName::new(CHANNEL)
     }
 
-    fn limit(&self) -> Limit {
-        Limit::NONE
+    /// One mail, however long: its text part is the reply as written.
+    fn chunks(&self, text: &str) -> Vec<Chunk> {
+        Chunk::verbatim(text, Limit::NONE)
     }
 
     async fn send_chunk(
         &self,
         conversation: &ConversationRef,
-        text: &str,
+        chunk: &Chunk,
         reply_to: Option<&str>,
         _key: Option<&str>,
     ) -> Result<String, ChannelError> {
-        self.send_mail(conversation, text, &[], reply_to).await
+        self.send_mail(conversation, &chunk.text, &[], reply_to).await
     }
 
     /// Every file in the one reply mail, as attachments beside its text.
@@ -261,11 +271,13 @@ impl EmailSender {
     ) -> Result<String, ChannelError> {
         let thread = self.thread_of(conversation, reply_to).await;
         let message_id = render::new_message_id(&self.from);
+        let html = (self.format == crate::markdown::Format::Markdown).then(|| crate::markdown::html::render(text));
         let mail = render::reply(&Reply {
             from: &self.from,
             to: &conversation.chat,
             thread: &thread,
             text,
+            html: html.as_deref(),
             message_id: &message_id,
             files,
         })?;

@@ -32,6 +32,10 @@ pub struct EmailConfig {
     /// default: 5 MiB fits.
     #[serde(default = "default_max_upload_bytes")]
     pub max_upload_bytes: u64,
+    /// `markdown` (the default): replies carry an HTML part rendered from
+    /// the model's Markdown beside the text part; `plain`: text only.
+    #[serde(default)]
+    pub format: crate::markdown::Format,
 }
 
 pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 5 * 1024 * 1024;

@@ -46,7 +46,8 @@ pub fn build(
     }
     let sender = Arc::new(
         EmailSender::new(&config.smtp, &config.from, store.clone(), tls)?
-            .with_max_upload_bytes(config.max_upload_bytes),
+            .with_max_upload_bytes(config.max_upload_bytes)
+            .with_format(config.format),
     );
     // Mail servers count messages, not bytes: one mail a second at most.
     let limits = RateLimits {

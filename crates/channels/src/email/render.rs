@@ -27,6 +27,9 @@ pub struct Reply<'a> {
     pub to: &'a str,
     pub thread: &'a Thread,
     pub text: &'a str,
+    /// The same reply as an HTML document: the mail is then
+    /// `multipart/alternative` (text first, HTML preferred by readers).
+    pub html: Option<&'a str>,
     /// Without angle brackets.
     pub message_id: &'a str,
     /// Attached after the text (`multipart/mixed`) when there are any.
@@ -98,18 +101,30 @@ pub fn reply(reply: &Reply<'_>) -> Result<Message, ChannelError> {
             .join(" ");
         builder = builder.in_reply_to(format!("<{answered}>")).references(references);
     }
-    let built = if reply.files.is_empty() {
-        builder.header(ContentType::TEXT_PLAIN).body(reply.text.to_owned())
-    } else {
-        let mut parts = MultiPart::mixed().singlepart(SinglePart::plain(reply.text.to_owned()));
-        for file in reply.files {
-            let content_type = ContentType::parse(&file.content_type)
-                .unwrap_or_else(|_| ContentType::parse("application/octet-stream").expect("a valid type"));
-            parts = parts.singlepart(Attachment::new(file.name.clone()).body(file.bytes.0.to_vec(), content_type));
-        }
-        builder.multipart(parts)
+    let built = match (reply.html, reply.files.is_empty()) {
+        (None, true) => builder.header(ContentType::TEXT_PLAIN).body(reply.text.to_owned()),
+        (Some(html), true) => builder.multipart(alternative(reply.text, html)),
+        (html, false) => builder.multipart(with_files(reply, html)),
     };
     built.map_err(|e| ChannelError::Fatal(format!("could not build the reply: {e}")))
+}
+
+fn alternative(text: &str, html: &str) -> MultiPart {
+    MultiPart::alternative_plain_html(text.to_owned(), html.to_owned())
+}
+
+/// The text (or text and HTML) first, then each file as an attachment.
+fn with_files(reply: &Reply<'_>, html: Option<&str>) -> MultiPart {
+    let mut parts = match html {
+        Some(html) => MultiPart::mixed().multipart(alternative(reply.text, html)),
+        None => MultiPart::mixed().singlepart(SinglePart::plain(reply.text.to_owned())),
+    };
+    for file in reply.files {
+        let content_type = ContentType::parse(&file.content_type)
+            .unwrap_or_else(|_| ContentType::parse("application/octet-stream").expect("a valid type"));
+        parts = parts.singlepart(Attachment::new(file.name.clone()).body(file.bytes.0.to_vec(), content_type));
+    }
+    parts
 }
 
 #[cfg(test)]
@@ -150,6 +165,7 @@ mod tests {
             to: "alice@example.com",
             thread: &thread,
             text: "Thai it is.",
+            html: None,
             message_id: &id,
             files: &[],
         })
@@ -196,6 +212,7 @@ mod tests {
             to: "alice@example.com",
             thread: &Thread::default(),
             text: "Here it is.",
+            html: Some("<p>Here it is.</p>"),
             message_id: "x@example.com",
             files: std::slice::from_ref(&file),
         })

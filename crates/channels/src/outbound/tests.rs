@@ -48,19 +48,23 @@ impl PlatformSender for Flaky {
     fn channel(&self) -> ChannelName {
         ChannelName::new("flaky")
     }
-    fn limit(&self) -> Limit {
-        Limit {
-            max: 10,
-            unit: LengthUnit::Chars,
-        }
+    fn chunks(&self, text: &str) -> Vec<Chunk> {
+        Chunk::verbatim(
+            text,
+            Limit {
+                max: 10,
+                unit: LengthUnit::Chars,
+            },
+        )
     }
     async fn send_chunk(
         &self,
         _: &ConversationRef,
-        text: &str,
+        chunk: &Chunk,
         reply_to: Option<&str>,
         _: Option<&str>,
     ) -> Result<String, ChannelError> {
+        let text = &chunk.text;
         let mut limited = self.limited.lock().unwrap();
         if *limited > 0 {
             *limited -= 1;
@@ -198,16 +202,19 @@ impl PlatformSender for Windowed {
     fn channel(&self) -> ChannelName {
         ChannelName::new("windowed")
     }
-    fn limit(&self) -> Limit {
-        Limit {
-            max: 1000,
-            unit: LengthUnit::Chars,
-        }
+    fn chunks(&self, text: &str) -> Vec<Chunk> {
+        Chunk::verbatim(
+            text,
+            Limit {
+                max: 1000,
+                unit: LengthUnit::Chars,
+            },
+        )
     }
     async fn send_chunk(
         &self,
         _: &ConversationRef,
-        _: &str,
+        _: &Chunk,
         _: Option<&str>,
         _: Option<&str>,
     ) -> Result<String, ChannelError> {
@@ -350,19 +357,23 @@ impl PlatformSender for Uploader {
     fn channel(&self) -> ChannelName {
         ChannelName::new("uploader")
     }
-    fn limit(&self) -> Limit {
-        Limit {
-            max: 10,
-            unit: LengthUnit::Chars,
-        }
+    fn chunks(&self, text: &str) -> Vec<Chunk> {
+        Chunk::verbatim(
+            text,
+            Limit {
+                max: 10,
+                unit: LengthUnit::Chars,
+            },
+        )
     }
     async fn send_chunk(
         &self,
         _: &ConversationRef,
-        text: &str,
+        chunk: &Chunk,
         _: Option<&str>,
         _: Option<&str>,
     ) -> Result<String, ChannelError> {
+        let text = &chunk.text;
         let mut requests = self.requests.lock().unwrap();
         requests.push((Some(text.to_owned()), Vec::new()));
         Ok(requests.len().to_string())

@@ -24,8 +24,7 @@ use super::config::SlackConfig;
 use super::http::SlackHttp;
 use super::payload::{self, BotIdentity};
 use super::{CHANNEL, render};
-use crate::chunk::Limit;
-use crate::outbound::{FileUploads, PlatformSender};
+use crate::outbound::{Chunk, FileUploads, PlatformSender};
 
 /// slack-morphism's client on Herald's reqwest (see [`super::http`]).
 pub(super) type Client = SlackClient<SlackHttp>;
@@ -195,13 +194,14 @@ impl SlackApi {
 /// One chunk, one `chat.postMessage`; files by Slack's external upload.
 pub struct SlackSender {
     api: Arc<SlackApi>,
+    format: crate::markdown::Format,
     /// Posts file bytes to the upload URLs Slack hands out; they take no
     /// token, and none is sent.
     uploads: reqwest::Client,
 }
 
 impl SlackSender {
-    pub fn new(api: Arc<SlackApi>) -> Self {
+    pub fn new(api: Arc<SlackApi>, format: crate::markdown::Format) -> Self {
         let uploads = api
             .tls
             .http()
@@ -210,7 +210,7 @@ impl SlackSender {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
-        Self { api, uploads }
+        Self { api, format, uploads }
     }
 
     /// Step 2 of an upload: the bytes to the URL `files.getUploadURLExternal` gave.
@@ -247,8 +247,8 @@ impl PlatformSender for SlackSender {
         ChannelName::new(CHANNEL)
     }
 
-    fn limit(&self) -> Limit {
-        Limit::SLACK
+    fn chunks(&self, text: &str) -> Vec<Chunk> {
+        render::chunks(text, self.format)
     }
 
     /// Slack has no reply-to; the conversation's thread (`thread_ts`) is
@@ -256,11 +256,11 @@ impl PlatformSender for SlackSender {
     async fn send_chunk(
         &self,
         conversation: &ConversationRef,
-        text: &str,
+        chunk: &Chunk,
         _reply_to: Option<&str>,
         _key: Option<&str>,
     ) -> Result<String, ChannelError> {
-        let request = render::post_message(conversation, text);
+        let request = render::post_message(conversation, &chunk.text);
         let answer = self
             .api
             .client
@@ -306,7 +306,7 @@ impl PlatformSender for SlackSender {
         let request = SlackApiFilesCompleteUploadExternalRequest::new(shared)
             .with_channel_id(SlackChannelId::new(conversation.chat.clone()))
             .opt_thread_ts(conversation.thread.clone().map(SlackTs::new))
-            .opt_initial_comment(text.map(render::escape));
+            .opt_initial_comment(text.map(str::to_owned));
         session
             .files_complete_upload_external(&request)
             .await

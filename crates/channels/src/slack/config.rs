@@ -55,6 +55,10 @@ pub struct SlackConfig {
     /// Send rates; Slack allows about one message per second per channel.
     #[serde(default = "default_rate_limits")]
     pub rate_limits: RateLimits,
+    /// `markdown` (the default): the model's Markdown as Slack's `mrkdwn`;
+    /// `plain`: the text as the model wrote it (escaped, as Slack requires).
+    #[serde(default)]
+    pub format: crate::markdown::Format,
 }
 
 pub const DEFAULT_API_URL: &str = "https://slack.com/api";

@@ -58,7 +58,7 @@ pub fn build(
     let api = Arc::new(SlackApi::new(config, tls)?);
     Ok(Built {
         outbound: Arc::new(Delivery::with_limiter(
-            Arc::new(SlackSender::new(api.clone())),
+            Arc::new(SlackSender::new(api.clone(), config.format)),
             &config.rate_limits,
             limiter,
         )),

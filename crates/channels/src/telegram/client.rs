@@ -18,8 +18,7 @@ use super::model::{
 };
 use super::payload::{BotIdentity, CHANNEL};
 use super::render;
-use crate::chunk::Limit;
-use crate::outbound::{FileUploads, PlatformSender};
+use crate::outbound::{Chunk, FileUploads, PlatformSender};
 use async_trait::async_trait;
 use herald_core::{ChannelError, ChannelName, ConversationRef, OutboundFile};
 use secrecy::{ExposeSecret, SecretString};
@@ -291,6 +290,8 @@ pub fn redact(text: &str, token: &str) -> String {
 /// Herald's outbound half for Telegram, wrapped by [`crate::outbound::Delivery`].
 pub struct TelegramSender {
     pub api: std::sync::Arc<TelegramApi>,
+    /// `channels.telegram.format`.
+    pub format: crate::markdown::Format,
 }
 
 #[async_trait]
@@ -299,19 +300,29 @@ impl PlatformSender for TelegramSender {
         ChannelName::new(CHANNEL)
     }
 
-    fn limit(&self) -> Limit {
-        Limit::TELEGRAM
+    fn chunks(&self, text: &str) -> Vec<Chunk> {
+        render::chunks(text, self.format)
     }
 
+    /// A chunk Telegram refuses for its HTML goes again as its plain text.
     async fn send_chunk(
         &self,
         conversation: &ConversationRef,
-        text: &str,
+        chunk: &Chunk,
         reply_to: Option<&str>,
         _key: Option<&str>,
     ) -> Result<String, ChannelError> {
-        let payload = render::send_message(conversation, text, reply_to)?;
-        let sent = self.api.send_message(payload).await?;
+        let html = chunk.plain.is_some();
+        let payload = render::send_message(conversation, &chunk.text, html, reply_to)?;
+        let sent = match (self.api.send_message(payload).await, &chunk.plain) {
+            (Err(err), Some(plain)) if render::refused_markup(&err) => {
+                tracing::warn!(error = %err, "Telegram refused a chunk's HTML; sending it as plain text");
+                metrics::counter!("herald_markup_refused_total", "channel" => CHANNEL).increment(1);
+                let payload = render::send_message(conversation, plain, false, reply_to)?;
+                self.api.send_message(payload).await?
+            }
+            (sent, _) => sent?,
+        };
         Ok(format!("{}:{}", sent.chat.id, sent.message_id))
     }
 

@@ -37,6 +37,10 @@ pub struct TelegramConfig {
     /// Treat an edited message as a new one (by default edits are ignored).
     #[serde(default)]
     pub handle_edits: bool,
+    /// `markdown` (the default): the model's Markdown as Telegram's HTML;
+    /// `plain`: the text as the model wrote it.
+    #[serde(default)]
+    pub format: crate::markdown::Format,
 }
 
 fn default_api_url() -> String {

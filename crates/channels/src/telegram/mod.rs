@@ -53,7 +53,10 @@ pub fn build(
         return Err(ChannelError::Fatal(format!("{key}: {message}")));
     }
     let api = Arc::new(TelegramApi::new(config, tls)?);
-    let sender = Arc::new(TelegramSender { api: api.clone() });
+    let sender = Arc::new(TelegramSender {
+        api: api.clone(),
+        format: config.format,
+    });
     let outbound = Arc::new(Delivery::with_limiter(sender, &config.rate_limits.limits(), limiter));
     let fetcher = Arc::new(files::TelegramFiles { api: api.clone() });
     let ingress = Arc::new(TelegramIngress {

@@ -360,6 +360,9 @@ pub struct ReplyParameters {
 pub struct SendMessage {
     pub chat_id: i64,
     pub text: String,
+    /// `HTML` for a rendered reply; absent for plain text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parse_mode: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message_thread_id: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]

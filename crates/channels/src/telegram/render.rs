@@ -1,9 +1,34 @@
-//! Reply -> Bot API request bodies. Pure: the chunker has already cut the
-//! text to Telegram's limit; this puts a chunk in the right chat and topic,
-//! replying to the message that asked.
+//! Reply -> Bot API request bodies. Pure: a reply's Markdown as Telegram's
+//! HTML cut into messages ([`chunks`], [`crate::markdown::telegram`]), and
+//! each chunk in the right chat and topic, replying to the message that
+//! asked.
 
 use super::model::{ReplyParameters, SendChatAction, SendMessage};
+use crate::chunk::Limit;
+use crate::markdown::{self, Format};
+use crate::outbound::Chunk;
 use herald_core::{ChannelError, ConversationRef};
+
+/// A reply's messages: HTML with its plain text to fall back on, or, with
+/// `format: plain`, the text as written.
+pub fn chunks(text: &str, format: Format) -> Vec<Chunk> {
+    match format {
+        Format::Plain => Chunk::verbatim(text, Limit::TELEGRAM),
+        Format::Markdown => markdown::telegram::chunks(text, Limit::TELEGRAM.max)
+            .into_iter()
+            .map(|chunk| Chunk {
+                text: chunk.html,
+                plain: Some(chunk.text),
+            })
+            .collect(),
+    }
+}
+
+/// Whether Telegram refused a message for its markup (then it goes again
+/// as plain text).
+pub fn refused_markup(err: &ChannelError) -> bool {
+    matches!(err, ChannelError::Fatal(text) if text.contains("can't parse entities"))
+}
 
 fn chat_id(conversation: &ConversationRef) -> Result<i64, ChannelError> {
     conversation
@@ -32,16 +57,18 @@ pub fn message_id(platform_id: &str) -> Option<i64> {
     id.parse().ok()
 }
 
-/// `sendMessage` for one chunk. Plain text, no `parse_mode`: a model's
-/// Markdown would otherwise be refused whenever it is not valid MarkdownV2.
+/// `sendMessage` for one chunk: `html` says whether `text` is Telegram's
+/// HTML or plain text.
 pub fn send_message(
     conversation: &ConversationRef,
     text: &str,
+    html: bool,
     reply_to: Option<&str>,
 ) -> Result<SendMessage, ChannelError> {
     Ok(SendMessage {
         chat_id: chat_id(conversation)?,
         text: text.to_owned(),
+        parse_mode: html.then_some("HTML"),
         message_thread_id: thread_id(conversation)?,
         // If the message was deleted meanwhile, the answer still arrives.
         reply_parameters: reply_to.and_then(message_id).map(|message_id| ReplyParameters {
@@ -58,7 +85,7 @@ pub fn document_fields(
     caption: Option<&str>,
     reply_to: Option<&str>,
 ) -> Result<Vec<(String, String)>, ChannelError> {
-    let payload = send_message(conversation, caption.unwrap_or_default(), reply_to)?;
+    let payload = send_message(conversation, caption.unwrap_or_default(), false, reply_to)?;
     let serde_json::Value::Object(fields) = serde_json::to_value(&payload)
         .map_err(|err| ChannelError::Fatal(format!("cannot write sendDocument: {err}")))?
     else {
@@ -138,7 +165,7 @@ mod tests {
                        "reply_parameters": {"message_id": 77, "allow_sending_without_reply": true}}),
             ),
         ] {
-            let payload = send_message(&conversation(chat, thread), "hi", reply_to).unwrap();
+            let payload = send_message(&conversation(chat, thread), "hi", false, reply_to).unwrap();
             assert_eq!(serde_json::to_value(&payload).unwrap(), expected);
         }
     }
@@ -155,7 +182,7 @@ mod tests {
     #[test]
     fn conversations_that_are_not_telegrams_are_refused() {
         assert!(matches!(
-            send_message(&conversation("general", None), "hi", None),
+            send_message(&conversation("general", None), "hi", false, None),
             Err(ChannelError::Fatal(_))
         ));
         assert!(matches!(
