@@ -132,6 +132,7 @@ async fn harness(ack_max_chars: usize) -> Harness {
         limits: TurnLimits::default(),
         lease: Duration::from_secs(60),
         heartbeat_ack_max_chars: ack_max_chars,
+        stream_replies: false,
         attachments: None,
         fetcher: None,
     });

@@ -117,6 +117,7 @@ async fn harness_with_lease(limits: TurnLimits, lease: Duration) -> Harness {
         limits,
         lease,
         heartbeat_ack_max_chars: herald_core::heartbeat::DEFAULT_ACK_MAX_CHARS,
+        stream_replies: false,
         attachments: None,
         fetcher: None,
     }));

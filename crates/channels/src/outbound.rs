@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use herald_core::rate::{SendLimit, SendLimiter, SendSlot, Window};
 use herald_core::{
     ChannelError, ChannelName, ChannelOutbound, ConversationKind, ConversationRef, OutboundFile, OutboundMessage,
-    SentMessage,
+    Partial, SentMessage,
 };
 use serde::Deserialize;
 use tracing::{debug, warn};
@@ -84,6 +84,26 @@ pub trait PlatformSender: Send + Sync {
         Ok(None)
     }
 
+    /// Whether this adapter edits its messages ([`PlatformSender::edit_chunk`])
+    /// and its channel streams answers into place.
+    fn edits(&self) -> bool {
+        false
+    }
+
+    /// Replaces the text of the bot's message `message_id` with `chunk`. An
+    /// edit to the text the message already shows succeeds.
+    async fn edit_chunk(
+        &self,
+        _conversation: &ConversationRef,
+        _message_id: &str,
+        _chunk: &Chunk,
+    ) -> Result<(), ChannelError> {
+        Err(ChannelError::Fatal(format!(
+            "{} does not edit messages",
+            self.channel()
+        )))
+    }
+
     /// What the platform takes in files from a bot; `None` when this
     /// adapter uploads none.
     fn uploads(&self) -> Option<FileUploads> {
@@ -122,7 +142,20 @@ pub struct FileUploads {
 #[derive(Clone, Copy)]
 enum Part<'a> {
     Text(&'a Chunk),
+    /// The bot's message with this id, edited to the chunk.
+    Edit(&'a str, &'a Chunk),
     Files(Option<&'a str>, &'a [OutboundFile]),
+}
+
+/// `channels.<name>.streaming`: `edit` (the default) shows an answer while
+/// the model writes it, editing the message as it grows (with `llm.stream`
+/// on); `off` sends it once it is complete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Streaming {
+    #[default]
+    Edit,
+    Off,
 }
 
 /// Send rates as windows: `N/s`, `N/m`, `N/h` (`30/s`, `20/m`), or `N/` a
@@ -200,6 +233,8 @@ pub struct Delivery<S> {
     sender: Arc<S>,
     limits: RateLimits,
     limiter: Arc<dyn SendLimiter>,
+    /// `channels.<name>.streaming: edit`.
+    streaming: bool,
 }
 
 impl<S: PlatformSender> Delivery<S> {
@@ -223,7 +258,15 @@ impl<S: PlatformSender> Delivery<S> {
             sender,
             limits: limits.clone(),
             limiter,
+            streaming: false,
         }
+    }
+
+    /// Streams answers into place when the platform edits messages
+    /// (`channels.<name>.streaming: edit`).
+    pub fn with_streaming(mut self, streaming: bool) -> Self {
+        self.streaming = streaming;
+        self
     }
 
     /// The windows a send to `conversation` must fit in.
@@ -307,6 +350,11 @@ impl<S: PlatformSender> Delivery<S> {
             let taken = self.take_place(&limits).await?;
             let result = match part {
                 Part::Text(chunk) => self.sender.send_chunk(conversation, chunk, reply_to, key).await,
+                Part::Edit(id, chunk) => self
+                    .sender
+                    .edit_chunk(conversation, id, chunk)
+                    .await
+                    .map(|()| id.to_owned()),
                 Part::Files(text, files) => self.sender.send_files(conversation, text, files, reply_to, key).await,
             };
             self.finished(&limits, taken).await;
@@ -338,6 +386,83 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
+        self.deliver(message, None).await
+    }
+
+    fn max_file_bytes(&self) -> Option<u64> {
+        self.sender.uploads().map(|uploads| uploads.max_file_bytes)
+    }
+
+    async fn typing(&self, conversation: &ConversationRef) -> Result<Option<Duration>, ChannelError> {
+        self.sender.typing(conversation).await
+    }
+
+    fn streams(&self) -> bool {
+        self.streaming && self.sender.edits()
+    }
+
+    async fn show_partial(
+        &self,
+        message: &OutboundMessage,
+        shown: Option<&str>,
+        text: &str,
+    ) -> Result<Partial, ChannelError> {
+        let chunks = self.sender.chunks(text);
+        let Some(first) = chunks.first() else {
+            return Ok(Partial::Skipped);
+        };
+        let limits = self.limits_for(&message.conversation);
+        // A partial answer never waits for a window: the next one will do.
+        let taken = if limits.is_empty() {
+            None
+        } else {
+            match self.limiter.take(&limits).await {
+                Ok(SendSlot::Taken { at_ms }) => Some(at_ms),
+                Ok(SendSlot::Wait(_)) | Err(_) => return Ok(Partial::Skipped),
+            }
+        };
+        let conversation = &message.conversation;
+        let result = match shown {
+            None => {
+                let key = message.idempotency_key.as_ref().map(|key| format!("{key}:0"));
+                self.sender
+                    .send_chunk(conversation, first, message.reply_to.as_deref(), key.as_deref())
+                    .await
+            }
+            Some(id) => self
+                .sender
+                .edit_chunk(conversation, id, first)
+                .await
+                .map(|()| id.to_owned()),
+        };
+        self.finished(&limits, taken).await;
+        let channel = self.sender.channel();
+        match result {
+            Ok(id) => {
+                metrics::counter!("herald_partial_answers_shown_total", "channel" => channel.to_string()).increment(1);
+                Ok(if chunks.len() > 1 {
+                    Partial::Full(id)
+                } else {
+                    Partial::Shown(id)
+                })
+            }
+            Err(err @ ChannelError::Fatal(_)) => Err(err),
+            Err(err) => {
+                debug!(channel = %channel, error = %err, "a partial answer was not shown; the next one may be");
+                Ok(Partial::Skipped)
+            }
+        }
+    }
+
+    async fn finish(&self, message: &OutboundMessage, shown: &str) -> Result<SentMessage, ChannelError> {
+        self.deliver(message, Some(shown)).await
+    }
+}
+
+impl<S: PlatformSender> Delivery<S> {
+    /// Sends `message`; with `shown`, the message showing its partial
+    /// answer is edited to the first chunk instead of a first send.
+    async fn deliver(&self, message: &OutboundMessage, shown: Option<&str>) -> Result<SentMessage, ChannelError> {
         let uploads = match (message.files.is_empty(), self.sender.uploads()) {
             (true, _) => None,
             (false, Some(uploads)) => Some(uploads),
@@ -362,7 +487,7 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
         let chunks = self.sender.chunks(&message.text);
         // A platform that carries text with files takes the last chunk with them.
         let carried = match uploads {
-            Some(uploads) if uploads.with_text => chunks.last().map(|chunk| chunk.text.as_str()),
+            Some(uploads) if uploads.with_text && shown.is_none() => chunks.last().map(|chunk| chunk.text.as_str()),
             _ => None,
         };
         let text_chunks = &chunks[..chunks.len() - usize::from(carried.is_some())];
@@ -371,8 +496,12 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
             // Only the first chunk replies to the triggering message; the rest follow it.
             let reply_to = if index == 0 { message.reply_to.as_deref() } else { None };
             let key = message.idempotency_key.as_ref().map(|key| format!("{key}:{index}"));
+            let part = match shown {
+                Some(id) if index == 0 => Part::Edit(id, part),
+                _ => Part::Text(part),
+            };
             ids.push(
-                self.send_one(&message.conversation, Part::Text(part), reply_to, key.as_deref())
+                self.send_one(&message.conversation, part, reply_to, key.as_deref())
                     .await?,
             );
         }
@@ -402,14 +531,6 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
         Ok(SentMessage {
             platform_message_ids: ids,
         })
-    }
-
-    fn max_file_bytes(&self) -> Option<u64> {
-        self.sender.uploads().map(|uploads| uploads.max_file_bytes)
-    }
-
-    async fn typing(&self, conversation: &ConversationRef) -> Result<Option<Duration>, ChannelError> {
-        self.sender.typing(conversation).await
     }
 }
 

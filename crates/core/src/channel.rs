@@ -64,6 +64,45 @@ pub trait ChannelOutbound: Send + Sync {
     async fn typing(&self, _conversation: &ConversationRef) -> Result<Option<Duration>, ChannelError> {
         Ok(None)
     }
+
+    /// Whether this channel streams answers into place: shows a reply while
+    /// it is written ([`ChannelOutbound::show_partial`]) and edits it into
+    /// its final text ([`ChannelOutbound::finish`]).
+    fn streams(&self) -> bool {
+        false
+    }
+
+    /// Shows the answer written so far, `text`, in the message `shown`
+    /// (sent now when there is none yet, replying as `message` says; its
+    /// `text` is not read). Never waits for a send window: when one is
+    /// full, nothing is sent and [`Partial::Skipped`] says so.
+    async fn show_partial(
+        &self,
+        _message: &OutboundMessage,
+        _shown: Option<&str>,
+        _text: &str,
+    ) -> Result<Partial, ChannelError> {
+        Ok(Partial::Skipped)
+    }
+
+    /// Puts `message` in place of the partial answer shown in `shown`: the
+    /// first message is edited to the first chunk, the rest are sent after
+    /// it. Waits for the send windows like [`ChannelOutbound::send`].
+    async fn finish(&self, message: &OutboundMessage, _shown: &str) -> Result<SentMessage, ChannelError> {
+        self.send(message).await
+    }
+}
+
+/// What [`ChannelOutbound::show_partial`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Partial {
+    /// The text is showing in this message (the platform's id).
+    Shown(String),
+    /// Nothing was sent: a send window is full, or there is nothing to show.
+    Skipped,
+    /// The answer outgrew one message: its first part is showing in this
+    /// message, and the rest waits for [`ChannelOutbound::finish`].
+    Full(String),
 }
 
 /// Receives from one platform and hands every message to an [`InboundSink`].
@@ -257,6 +296,15 @@ impl Outbound {
                 })
                 .await
             }
+        }
+    }
+
+    /// Puts `message` in place of the partial answer shown in `shown`
+    /// ([`ChannelOutbound::finish`]).
+    pub async fn finish(&self, message: &OutboundMessage, shown: &str) -> Result<SentMessage, ChannelError> {
+        match self.channels.get(&message.conversation.channel) {
+            Some(channel) => channel.finish(message, shown).await,
+            None => self.send_through_channel(message).await,
         }
     }
 

@@ -31,13 +31,15 @@ pub mod tools;
 
 pub use access::Admins;
 pub use channel::{
-    Admission, ChannelError, ChannelIngress, ChannelOutbound, ChannelStatus, InboundSink, Outbound, SentMessage, Taken,
+    Admission, ChannelError, ChannelIngress, ChannelOutbound, ChannelStatus, InboundSink, Outbound, Partial,
+    SentMessage, Taken,
 };
 pub use files::{AttachmentFetcher, FileRef, FileStore, InlineBytes, MessageFile, Transcriber, TranscriptionError};
 pub use history::{HistoryEntry, NewHistoryEntry, Role};
 pub use ids::{ActorId, ChannelName, ConversationId, TaskId};
 pub use llm::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, ImagePart, LlmError, ToolCall, ToolChoice, ToolSpec, Usage,
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, ImagePart, LlmError, NoText, TextSink, ToolCall, ToolChoice,
+    ToolSpec, Usage,
 };
 pub use lock::{ExclusiveLocks, HeldLock};
 pub use mcp::{McpError, McpServerInfo, McpServers, McpTool, McpToolFlags};

@@ -209,4 +209,30 @@ impl LlmError {
 #[async_trait]
 pub trait ChatModel: Send + Sync {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError>;
+
+    /// As [`ChatModel::complete`], telling `sink` the answer's text as the
+    /// model writes it, where the model streams (`llm.stream`); a model
+    /// that does not answers at once and tells the sink nothing.
+    async fn complete_streaming(&self, request: ChatRequest, sink: &dyn TextSink) -> Result<ChatResponse, LlmError> {
+        let _ = sink;
+        self.complete(request).await
+    }
+}
+
+/// Receives an answer's text while the model writes it.
+pub trait TextSink: Send + Sync {
+    /// The answer's text so far: the whole of it, each time longer (or
+    /// shorter, when a failed call is asked again).
+    fn text(&self, text: &str);
+
+    /// The text so far was a tool round's, not the answer: the model goes
+    /// on after its tools ran.
+    fn tool_round(&self) {}
+}
+
+/// A sink that listens to nothing.
+pub struct NoText;
+
+impl TextSink for NoText {
+    fn text(&self, _: &str) {}
 }

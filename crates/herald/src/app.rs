@@ -169,6 +169,7 @@ impl App {
             limits: self.limits.clone(),
             lease: self.config.queue.lease,
             heartbeat_ack_max_chars: self.config.heartbeat.ack_max_chars,
+            stream_replies: self.config.llm.stream,
             attachments: Some(self.attachment_reader()),
             fetcher,
         }))

@@ -37,6 +37,14 @@ impl<M: ChatModel> Bounded<M> {
 #[async_trait]
 impl<M: ChatModel> ChatModel for Bounded<M> {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.complete_streaming(request, &herald_core::NoText).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: ChatRequest,
+        sink: &dyn herald_core::TextSink,
+    ) -> Result<ChatResponse, LlmError> {
         let asked = std::time::Instant::now();
         // The semaphore is never closed, so acquiring only waits.
         let _place = self
@@ -45,7 +53,7 @@ impl<M: ChatModel> ChatModel for Bounded<M> {
             .await
             .map_err(|_| LlmError::Connect("the model's request limiter was closed".into()))?;
         metrics::histogram!("herald_model_wait_seconds").record(asked.elapsed().as_secs_f64());
-        self.inner.complete(request).await
+        self.inner.complete_streaming(request, sink).await
     }
 }
 

@@ -129,6 +129,7 @@ impl OpenAiModel {
         &self,
         http: &reqwest::Client,
         body: &async_openai::types::chat::CreateChatCompletionRequest,
+        sink: &dyn herald_core::TextSink,
     ) -> Result<Option<ChatResponse>, LlmError> {
         let mut body =
             serde_json::to_value(body).map_err(|err| LlmError::BadResponse(format!("request not sent: {err}")))?;
@@ -172,7 +173,11 @@ impl OpenAiModel {
             .await
             .map_err(|err| errors::from_reqwest(&err, &self.endpoint))?
         {
-            if accumulator.feed(&chunk)? {
+            let done = accumulator.feed(&chunk)?;
+            if let Some(text) = accumulator.text() {
+                sink.text(text);
+            }
+            if done {
                 break;
             }
         }
@@ -183,11 +188,19 @@ impl OpenAiModel {
 #[async_trait]
 impl ChatModel for OpenAiModel {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.complete_streaming(request, &herald_core::NoText).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: ChatRequest,
+        sink: &dyn herald_core::TextSink,
+    ) -> Result<ChatResponse, LlmError> {
         let messages = request.messages.len();
         let tools = request.tools.len();
         let body = wire::request(&self.sampling, request);
         let streamed = match &self.streaming {
-            Some(http) => self.complete_streamed(http, &body).await?,
+            Some(http) => self.complete_streamed(http, &body, sink).await?,
             None => None,
         };
         let response = match streamed {

@@ -44,10 +44,18 @@ impl<M: ChatModel> Retrying<M> {
 #[async_trait]
 impl<M: ChatModel> ChatModel for Retrying<M> {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.complete_streaming(request, &herald_core::NoText).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: ChatRequest,
+        sink: &dyn herald_core::TextSink,
+    ) -> Result<ChatResponse, LlmError> {
         let mut attempt = 1;
         loop {
             let started = std::time::Instant::now();
-            let answer = self.inner.complete(request.clone()).await;
+            let answer = self.inner.complete_streaming(request.clone(), sink).await;
             record_attempt(&answer, started.elapsed());
             let error = match answer {
                 Ok(response) => return Ok(response),

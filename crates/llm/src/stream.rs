@@ -137,6 +137,11 @@ impl Accumulator {
     }
 
     /// The answer as received.
+    /// The answer's text so far, once there is some.
+    pub fn text(&self) -> Option<&str> {
+        (!self.content.is_empty()).then_some(self.content.as_str())
+    }
+
     pub fn finish(self) -> ChatResponse {
         let tool_calls = self
             .calls

@@ -42,6 +42,9 @@ pub struct TurnRequest<'a> {
     /// [`Toolbox::conversation_state_scope`], when it was read with the
     /// history (inside: `None` when none is stored).
     pub toolbox_state: Option<Option<serde_json::Value>>,
+    /// Told the answer's text while the model writes it (streaming into
+    /// place); [`herald_core::NoText`] when nobody watches.
+    pub text: &'a dyn herald_core::TextSink,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,6 +155,7 @@ pub async fn run_turn(
                 turn.tool_choice = ToolChoice::None;
             }
             Next::Tools(calls) => {
+                request.text.tool_round();
                 let plan = guard.plan(&calls, |tool| toolbox.repeat_budget(tool, request.max_identical_calls));
                 let tripped = plan.guard_tripped();
                 outcome.tool_calls += plan.runnable.len() as u32;
@@ -239,7 +243,7 @@ impl Turn<'_> {
                 tools: self.tools.clone(),
                 tool_choice: self.tool_choice,
             };
-            match model.complete(request).await {
+            match model.complete_streaming(request, self.request.text).await {
                 Ok(response) => return Ok(Some(response)),
                 Err(LlmError::ContextOverflow { limit_tokens, message }) => {
                     // A window the server names is news for every later

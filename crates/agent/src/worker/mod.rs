@@ -26,6 +26,7 @@ mod outbox;
 mod pool;
 mod record;
 mod serve;
+mod stream;
 mod typing;
 
 use std::sync::Arc;
@@ -66,6 +67,9 @@ pub struct AgentParts {
     /// an acknowledgement that is not sent
     /// ([`herald_core::heartbeat::DEFAULT_ACK_MAX_CHARS`] by default).
     pub heartbeat_ack_max_chars: usize,
+    /// The model streams (`llm.stream`): answers are shown while they are
+    /// written, on channels that stream into place.
+    pub stream_replies: bool,
 }
 
 /// Serves tasks: see the module documentation for the order of its steps.

@@ -13,6 +13,9 @@ use super::{Agent, Failure};
 impl Agent {
     /// Sends one slot of a task's output once: skipped when a receipt exists.
     /// Returns the receipt when it is to be written with the completion.
+    /// `shown` is the message a streamed reply's partial answer is showing
+    /// in: it is edited into the reply instead of a first send.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn deliver(
         &self,
         task: TaskId,
@@ -21,6 +24,7 @@ impl Agent {
         text: &str,
         receipts: Receipts,
         written: Written,
+        shown: Option<&str>,
     ) -> Result<Option<DeliveryReceipt>, Failure> {
         let conversations = &self.parts.conversations;
         if receipts == Receipts::Check
@@ -40,15 +44,14 @@ impl Agent {
             idempotency_key: Some(format!("task:{task}:{slot}")),
             files: Vec::new(),
         };
-        let sent = self
-            .parts
-            .outbound
-            .send(&message)
-            .await
-            .map_err(|err| match err.retry_class() {
-                RetryClass::Fatal => Failure::GiveUp(format!("sending {slot} failed: {err}")),
-                _ => Failure::Retry(format!("sending {slot} failed: {err}")),
-            })?;
+        let sent = match shown {
+            Some(shown) => self.parts.outbound.finish(&message, shown).await,
+            None => self.parts.outbound.send(&message).await,
+        }
+        .map_err(|err| match err.retry_class() {
+            RetryClass::Fatal => Failure::GiveUp(format!("sending {slot} failed: {err}")),
+            _ => Failure::Retry(format!("sending {slot} failed: {err}")),
+        })?;
         let receipt = DeliveryReceipt {
             task,
             slot: slot.to_owned(),
@@ -86,6 +89,7 @@ impl Agent {
                 &self.parts.config.failure_notice,
                 Receipts::Check,
                 Written::Now,
+                None,
             )
             .await
         {

@@ -6,11 +6,15 @@
 
 use std::borrow::Cow;
 
-use herald_core::{Attachment, HistoryEntry, Lease, MessageFile, StateWrite, TaskId, TaskPayload, TurnScope};
+use herald_core::{
+    Attachment, HistoryEntry, Lease, MessageFile, NoText, StateWrite, TaskId, TaskPayload, TextSink, TurnScope,
+};
+use tokio::sync::watch;
 use tracing::info;
 
 use super::outbox::{Receipts, Served, Written};
 use super::record::recording;
+use super::stream::{Progress, Watcher};
 use super::typing::{self, TYPING_AFTER};
 use super::{Agent, EXPLAIN_SCOPE, Failure};
 use crate::attachments::PreparedInput;
@@ -24,6 +28,8 @@ struct FreshTurn<'a> {
     /// Its files read for the model, when it has any.
     prepared: Option<PreparedInput>,
     outcome: TurnOutcome,
+    /// The message its answer was streamed into, if it was.
+    shown: Option<String>,
 }
 
 impl FreshTurn<'_> {
@@ -89,6 +95,11 @@ impl Agent {
         else {
             return Ok(Served::default());
         };
+        // A reply streamed before the crash is edited into place.
+        let shown = match self.streams_in(scope) {
+            Some(_) => self.draft_of(task).await,
+            None => None,
+        };
         let receipt = self
             .deliver(
                 task,
@@ -97,6 +108,7 @@ impl Agent {
                 &entry.text,
                 Receipts::Check,
                 Written::WithCompletion,
+                shown.as_deref(),
             )
             .await?;
         Ok(Served { last_receipt: receipt })
@@ -117,7 +129,21 @@ impl Agent {
             None => self.parts.outbound.get(&scope.conversation.channel).map(AsRef::as_ref),
             Some(_) => None,
         };
-        let (payload, prepared, outcome) = typing::while_running(typing_in, &scope.conversation, TYPING_AFTER, async {
+        let streams_in = self.streams_in(scope);
+        // An earlier attempt's partial answer is edited, not sent again.
+        let draft = match streams_in {
+            Some(_) => self.draft_of(lease.task.id).await,
+            None => None,
+        };
+        let (progress, watched) = watch::channel(Progress::default());
+        let (visible, text_visible) = watch::channel(false);
+        let turn = typing::while_running(typing_in, &scope.conversation, TYPING_AFTER, text_visible, async {
+            // The watcher goes when the turn does: the stream then ends.
+            let watcher = Watcher(progress);
+            let text: &dyn TextSink = match streams_in {
+                Some(_) => &watcher,
+                None => &NoText,
+            };
             let payload = self.fetch_files(&lease.task.payload).await;
             let fetched_scope;
             let scope = match &payload {
@@ -137,11 +163,17 @@ impl Agent {
                 documents: p.documents.clone(),
             });
             let outcome = self
-                .run(scope, earlier, input, turn_files.as_ref(), toolbox_state)
+                .run(scope, earlier, input, turn_files.as_ref(), toolbox_state, text)
                 .await;
             (payload, prepared, outcome)
-        })
-        .await;
+        });
+        let ((payload, prepared, outcome), shown) = match streams_in {
+            Some(channel) => {
+                let stream = self.stream_partial(channel, lease.task.id, scope, watched, draft, visible);
+                tokio::join!(turn, stream)
+            }
+            None => (turn.await, None),
+        };
         let mut outcome = outcome?;
         if let Some(prepared) = &prepared {
             outcome.accounting.transcripts = prepared.transcripts;
@@ -151,6 +183,7 @@ impl Agent {
             payload,
             prepared,
             outcome,
+            shown,
         })
     }
 
@@ -177,6 +210,7 @@ impl Agent {
                 notice,
                 Receipts::Check,
                 Written::Now,
+                None,
             )
             .await?;
         }
@@ -210,11 +244,33 @@ impl Agent {
             // turn this attempt recorded first has no receipt to look for.
             let receipts = if first { Receipts::NoneYet } else { Receipts::Check };
             let receipt = self
-                .deliver(task, "reply", scope, &text, receipts, Written::WithCompletion)
+                .deliver(
+                    task,
+                    "reply",
+                    scope,
+                    &text,
+                    receipts,
+                    Written::WithCompletion,
+                    turn.shown.as_deref(),
+                )
                 .await?;
             return Ok(Served { last_receipt: receipt });
         }
         Ok(Served::default())
+    }
+
+    /// The channel a turn in `scope` streams its answer into, if it does:
+    /// the model streams, the channel edits in place, and the turn is not a
+    /// heartbeat (which may end silent, and must show nothing before).
+    fn streams_in(&self, scope: &TurnScope) -> Option<&dyn herald_core::ChannelOutbound> {
+        if !self.parts.stream_replies || scope.origin.quiet_limit().is_some() {
+            return None;
+        }
+        self.parts
+            .outbound
+            .get(&scope.conversation.channel)
+            .map(AsRef::as_ref)
+            .filter(|channel| channel.streams())
     }
 
     /// The payload with the files the gateway left waiting fetched (the
@@ -250,6 +306,7 @@ impl Agent {
         input: Option<&str>,
         attachments: Option<&TurnAttachments>,
         toolbox_state: Option<Option<serde_json::Value>>,
+        text: &dyn TextSink,
     ) -> Result<TurnOutcome, Failure> {
         let parts = &self.parts;
         let request = TurnRequest {
@@ -261,6 +318,7 @@ impl Agent {
             limits: &parts.limits,
             max_identical_calls: parts.config.max_identical_calls,
             attachments,
+            text,
         };
         run_turn(parts.model.as_ref(), parts.toolbox.as_ref(), request)
             .await

@@ -12,6 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use herald_core::{ChannelOutbound, ConversationRef};
+use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tracing::debug;
 
@@ -20,12 +21,14 @@ pub(crate) const TYPING_AFTER: Duration = Duration::from_millis(500);
 
 /// Runs `work` to its end; while it runs, shows the typing indicator in
 /// `conversation` from `first` on, renewed at four fifths of how long the
-/// platform shows it. A failed indicator is not tried again (it is a
+/// platform shows it, until `text_visible` says the answer itself shows
+/// (streamed into place). A failed indicator is not tried again (it is a
 /// courtesy; the turn goes on), and none is started after `work` finished.
 pub(crate) async fn while_running<T>(
     channel: Option<&dyn ChannelOutbound>,
     conversation: &ConversationRef,
     first: Duration,
+    mut text_visible: watch::Receiver<bool>,
     work: impl Future<Output = T>,
 ) -> T {
     let Some(channel) = channel else {
@@ -37,6 +40,8 @@ pub(crate) async fn while_running<T>(
         tokio::select! {
             biased;
             done = &mut work => return done,
+            // Once text shows, typing would only blink over it.
+            () = shows(&mut text_visible) => return work.await,
             () = sleep_until(next) => {}
         }
         // The turn goes on while the indicator's request is out.
@@ -53,6 +58,13 @@ pub(crate) async fn while_running<T>(
                 return work.await;
             }
         }
+    }
+}
+
+/// Returns once `visible` turns true; never when it stays false.
+async fn shows(visible: &mut watch::Receiver<bool>) {
+    if visible.wait_for(|visible| *visible).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -130,7 +142,22 @@ mod tests {
             tokio::time::sleep(length).await;
             "answer"
         };
-        while_running(Some(channel), &conversation(), TYPING_AFTER, turn).await
+        let (_visible, never) = watch::channel(false);
+        while_running(Some(channel), &conversation(), TYPING_AFTER, never, turn).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn typing_stops_once_the_answer_shows() {
+        let channel = Indicator::new(Some(Duration::from_secs(5)));
+        let (visible, text_visible) = watch::channel(false);
+        let turn = async {
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            // The streamed answer shows from here on.
+            visible.send_replace(true);
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        };
+        while_running(Some(&channel), &conversation(), TYPING_AFTER, text_visible, turn).await;
+        assert_eq!(channel.shown_at(), [500, 4_600]);
     }
 
     #[tokio::test(start_paused = true)]

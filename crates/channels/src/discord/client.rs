@@ -83,6 +83,14 @@ impl Request {
             body,
         }
     }
+
+    fn patch(path: impl Into<String>, body: Option<(Vec<u8>, String)>) -> Self {
+        Self {
+            method: Method::PATCH,
+            path: path.into(),
+            body,
+        }
+    }
 }
 
 /// Discord's REST API for one bot, with Herald's rate-limit buckets.
@@ -213,6 +221,25 @@ impl DiscordApi {
         Ok(Self::parse::<Created>(&route, &answer)?.id)
     }
 
+    /// Edits the bot's message `message` in `channel` (Edit Message). Its
+    /// bucket is per channel, as for creating messages.
+    pub async fn edit_message(
+        &self,
+        channel: u64,
+        message: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), ChannelError> {
+        let message: u64 = message
+            .parse()
+            .map_err(|_| ChannelError::Fatal(format!("`{message}` is not a Discord message id")))?;
+        let route = format!("PATCH /channels/{channel}/messages");
+        let request = Request::patch(
+            format!("/channels/{}/messages/{message}", channel_id(channel)?),
+            Some((body.to_string().into_bytes(), "application/json".to_owned())),
+        );
+        self.call(&route, request).await.map(|_| ())
+    }
+
     /// Posts one message with files: a `multipart/form-data` body with the
     /// message as `payload_json` (naming each file in `attachments`) and the
     /// files as `files[n]`, as Discord's API takes uploads.
@@ -282,6 +309,22 @@ impl PlatformSender for DiscordSender {
         let channel = render::target_channel(conversation)?;
         self.api
             .create_message(channel, &render::message_body(&chunk.text, reply_to, key))
+            .await
+    }
+
+    fn edits(&self) -> bool {
+        true
+    }
+
+    async fn edit_chunk(
+        &self,
+        conversation: &ConversationRef,
+        message_id: &str,
+        chunk: &Chunk,
+    ) -> Result<(), ChannelError> {
+        let channel = render::target_channel(conversation)?;
+        self.api
+            .edit_message(channel, message_id, &render::edit_body(&chunk.text))
             .await
     }
 

@@ -42,6 +42,10 @@ pub struct DiscordConfig {
     /// shows (tables as blocks, deep headings bold); `plain`: as written.
     #[serde(default)]
     pub format: crate::markdown::Format,
+    /// `edit` (the default): an answer shows while it is written, edited
+    /// in place as it grows (with `llm.stream` on); `off`: sent complete.
+    #[serde(default)]
+    pub streaming: crate::outbound::Streaming,
     /// Whether the gateway's frames come zlib-compressed
     /// (`compress=zlib-stream`). On by default: dispatches shrink to a
     /// fraction on the wire.

@@ -69,7 +69,8 @@ pub fn build(
         }),
         &config.rate_limits,
         limiter,
-    );
+    )
+    .with_streaming(config.streaming == crate::outbound::Streaming::Edit);
     let ingress = DiscordIngress {
         gateway: shard::Gateway {
             api,

@@ -49,6 +49,15 @@ pub fn message_body(text: &str, reply_to: Option<&str>, key: Option<&str>) -> Va
     body
 }
 
+/// The edit-message body: the new content, and again no mention pings
+/// (an edit is read for mentions anew).
+pub fn edit_body(text: &str) -> Value {
+    json!({
+        "content": text,
+        "allowed_mentions": { "parse": [] },
+    })
+}
+
 /// The create-message body with `attachments` naming each uploaded file by
 /// its index in the form (`files[n]` is attachment `n`).
 pub fn with_attachments(body: &Value, files: &[herald_core::OutboundFile]) -> Value {

@@ -271,6 +271,22 @@ impl PlatformSender for SlackSender {
         Ok(payload::message_id(&answer.channel.0, &answer.ts.0))
     }
 
+    fn edits(&self) -> bool {
+        true
+    }
+
+    /// `chat.update` of the bot's message `<channel>:<ts>`.
+    async fn edit_chunk(&self, _: &ConversationRef, message_id: &str, chunk: &Chunk) -> Result<(), ChannelError> {
+        let request = render::update_message(message_id, &chunk.text)?;
+        self.api
+            .client
+            .open_session(&self.api.bot_token)
+            .chat_update(&request)
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
     /// The text goes first with `chat.postMessage`; the files follow, shared
     /// in the conversation's thread by one `files.completeUploadExternal`.
     fn uploads(&self) -> Option<FileUploads> {

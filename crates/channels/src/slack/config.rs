@@ -59,6 +59,10 @@ pub struct SlackConfig {
     /// `plain`: the text as the model wrote it (escaped, as Slack requires).
     #[serde(default)]
     pub format: crate::markdown::Format,
+    /// `edit` (the default): an answer shows while it is written, edited
+    /// in place as it grows (with `llm.stream` on); `off`: sent complete.
+    #[serde(default)]
+    pub streaming: crate::outbound::Streaming,
 }
 
 pub const DEFAULT_API_URL: &str = "https://slack.com/api";

@@ -57,11 +57,14 @@ pub fn build(
         .map_err(|reason| ChannelError::Fatal(format!("channels.slack: {reason}")))?;
     let api = Arc::new(SlackApi::new(config, tls)?);
     Ok(Built {
-        outbound: Arc::new(Delivery::with_limiter(
-            Arc::new(SlackSender::new(api.clone(), config.format)),
-            &config.rate_limits,
-            limiter,
-        )),
+        outbound: Arc::new(
+            Delivery::with_limiter(
+                Arc::new(SlackSender::new(api.clone(), config.format)),
+                &config.rate_limits,
+                limiter,
+            )
+            .with_streaming(config.streaming == crate::outbound::Streaming::Edit),
+        ),
         ingress: Arc::new(SlackIngress::new(config, api, Arc::new(SystemClock))),
         fetcher: Some(Arc::new(files::SlackFiles::new(config, tls)?)),
     })

@@ -10,8 +10,9 @@
 use crate::chunk::Limit;
 use crate::markdown::{self, Format};
 use crate::outbound::Chunk;
+use herald_core::ChannelError;
 use herald_core::ConversationRef;
-use slack_morphism::api::SlackApiChatPostMessageRequest;
+use slack_morphism::api::{SlackApiChatPostMessageRequest, SlackApiChatUpdateRequest};
 use slack_morphism::{SlackChannelId, SlackMessageContent, SlackTs};
 
 /// A reply's messages, each as Slack's message text.
@@ -36,6 +37,20 @@ pub fn post_message(conversation: &ConversationRef, text: &str) -> SlackApiChatP
         SlackMessageContent::new().with_text(text.to_owned()),
     )
     .opt_thread_ts(conversation.thread.clone().map(SlackTs::new))
+}
+
+/// The `chat.update` that replaces the text of the bot's message
+/// `<channel>:<ts>` with `text` (Slack's message text, escaped).
+pub fn update_message(message_id: &str, text: &str) -> Result<SlackApiChatUpdateRequest, ChannelError> {
+    let (channel, ts) = message_id
+        .split_once(':')
+        .filter(|(channel, ts)| !channel.is_empty() && !ts.is_empty())
+        .ok_or_else(|| ChannelError::Fatal(format!("`{message_id}` is not a Slack message id")))?;
+    Ok(SlackApiChatUpdateRequest::new(
+        SlackChannelId::new(channel.to_owned()),
+        SlackMessageContent::new().with_text(text.to_owned()),
+        SlackTs::new(ts.to_owned()),
+    ))
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use super::config::TelegramConfig;
 use super::model::{
-    DeleteWebhook, File, GetFile, GetMe, GetUpdates, GetWebhookInfo, Method, SendChatAction, SendMessage, Sent,
-    SetWebhook, Update,
+    DeleteWebhook, EditMessageText, File, GetFile, GetMe, GetUpdates, GetWebhookInfo, Method, SendChatAction,
+    SendMessage, Sent, SetWebhook, Update,
 };
 use super::payload::{BotIdentity, CHANNEL};
 use super::render;
@@ -261,6 +261,10 @@ impl TelegramApi {
         Err(self.classify(method, status, envelope))
     }
 
+    async fn edit_message_text(&self, payload: EditMessageText) -> Result<(), ChannelError> {
+        self.call(&payload).await.map(|_| ())
+    }
+
     async fn send_chat_action(&self, payload: SendChatAction) -> Result<(), ChannelError> {
         self.call(&payload).await?;
         Ok(())
@@ -324,6 +328,34 @@ impl PlatformSender for TelegramSender {
             (sent, _) => sent?,
         };
         Ok(format!("{}:{}", sent.chat.id, sent.message_id))
+    }
+
+    fn edits(&self) -> bool {
+        true
+    }
+
+    /// As a send: HTML, and its plain text if Telegram refuses the HTML.
+    async fn edit_chunk(&self, _: &ConversationRef, message_id: &str, chunk: &Chunk) -> Result<(), ChannelError> {
+        let html = chunk.plain.is_some();
+        let result = match (
+            self.api
+                .edit_message_text(render::edit_message(message_id, &chunk.text, html)?)
+                .await,
+            &chunk.plain,
+        ) {
+            (Err(err), Some(plain)) if render::refused_markup(&err) => {
+                tracing::warn!(error = %err, "Telegram refused an edit's HTML; editing to plain text");
+                metrics::counter!("herald_markup_refused_total", "channel" => CHANNEL).increment(1);
+                self.api
+                    .edit_message_text(render::edit_message(message_id, plain, false)?)
+                    .await
+            }
+            (result, _) => result,
+        };
+        match result {
+            Err(err) if render::not_modified(&err) => Ok(()),
+            result => result,
+        }
     }
 
     /// "The status is set for 5 seconds or less" (Bot API, `sendChatAction`).

@@ -41,6 +41,10 @@ pub struct TelegramConfig {
     /// `plain`: the text as the model wrote it.
     #[serde(default)]
     pub format: crate::markdown::Format,
+    /// `edit` (the default): an answer shows while it is written, edited
+    /// in place as it grows (with `llm.stream` on); `off`: sent complete.
+    #[serde(default)]
+    pub streaming: crate::outbound::Streaming,
 }
 
 fn default_api_url() -> String {

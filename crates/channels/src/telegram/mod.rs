@@ -57,7 +57,10 @@ pub fn build(
         api: api.clone(),
         format: config.format,
     });
-    let outbound = Arc::new(Delivery::with_limiter(sender, &config.rate_limits.limits(), limiter));
+    let outbound = Arc::new(
+        Delivery::with_limiter(sender, &config.rate_limits.limits(), limiter)
+            .with_streaming(config.streaming == crate::outbound::Streaming::Edit),
+    );
     let fetcher = Arc::new(files::TelegramFiles { api: api.clone() });
     let ingress = Arc::new(TelegramIngress {
         api,

@@ -386,6 +386,21 @@ impl Method for SendMessage {
     type Output = Sent;
 }
 
+/// `editMessageText` of a message the bot sent.
+#[derive(Serialize)]
+pub struct EditMessageText {
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parse_mode: Option<&'static str>,
+}
+
+impl Method for EditMessageText {
+    const NAME: &'static str = "editMessageText";
+    type Output = Sent;
+}
+
 #[derive(Serialize)]
 pub struct SendChatAction {
     pub chat_id: i64,

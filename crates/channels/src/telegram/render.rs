@@ -3,7 +3,7 @@
 //! each chunk in the right chat and topic, replying to the message that
 //! asked.
 
-use super::model::{ReplyParameters, SendChatAction, SendMessage};
+use super::model::{EditMessageText, ReplyParameters, SendChatAction, SendMessage};
 use crate::chunk::Limit;
 use crate::markdown::{self, Format};
 use crate::outbound::Chunk;
@@ -76,6 +76,24 @@ pub fn send_message(
             allow_sending_without_reply: true,
         }),
     })
+}
+
+/// `editMessageText` of the bot's message `platform_id` (`<chat>:<id>`).
+pub fn edit_message(platform_id: &str, text: &str, html: bool) -> Result<EditMessageText, ChannelError> {
+    let invalid = || ChannelError::Fatal(format!("`{platform_id}` is not a Telegram message id"));
+    let (chat, id) = platform_id.split_once(':').ok_or_else(invalid)?;
+    Ok(EditMessageText {
+        chat_id: chat.parse().map_err(|_| invalid())?,
+        message_id: message_id(id).ok_or_else(invalid)?,
+        text: text.to_owned(),
+        parse_mode: html.then_some("HTML"),
+    })
+}
+
+/// Whether Telegram refused an edit only because the message already says
+/// that (a retried edit, or a partial answer that did not change).
+pub fn not_modified(err: &ChannelError) -> bool {
+    matches!(err, ChannelError::Fatal(text) if text.contains("message is not modified"))
 }
 
 /// The form fields of `sendDocument` beside the file: the chat, topic and
