@@ -32,6 +32,7 @@ mod skills;
 mod soak;
 mod statements;
 mod stats;
+mod streaming;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -55,6 +56,7 @@ enum Part {
     Queue,
     Skills,
     Soak,
+    Streaming,
 }
 
 #[derive(Parser, Debug)]
@@ -112,6 +114,17 @@ struct Args {
     /// Seconds of each model run.
     #[arg(long, default_value_t = 20.0)]
     model_duration: f64,
+    /// Words (about tokens) of each streamed answer (`--only streaming`).
+    #[arg(long, default_value_t = 300)]
+    streaming_words: usize,
+    /// Words the streamed model writes per second.
+    #[arg(long, default_value_t = 20.0)]
+    streaming_words_per_second: f64,
+    /// Direct chats asking at once, and people asking at once in a group.
+    #[arg(long, default_value_t = 10)]
+    streaming_chats: usize,
+    #[arg(long, default_value_t = 3)]
+    streaming_group: usize,
     /// Messages per second of the recovery run.
     #[arg(long, default_value_t = 10.0)]
     recovery_rate: f64,
@@ -288,6 +301,15 @@ async fn run(args: Args) -> Result<()> {
             })
             .collect();
         report.model = model::run(&binary, &herald_extra(&args), &specs).await?;
+    }
+    if args.only.contains(&Part::Streaming) {
+        let spec = streaming::StreamingSpec {
+            words: args.streaming_words,
+            gap: Duration::from_secs_f64(1.0 / args.streaming_words_per_second.max(0.1)),
+            chats: args.streaming_chats,
+            group_askers: args.streaming_group,
+        };
+        report.streaming = streaming::run(&binary, &herald_extra(&args), &spec).await?;
     }
     if args.only.contains(&Part::Recovery) {
         let spec = recovery::RecoverySpec {

@@ -95,6 +95,7 @@ pub struct Report {
     pub startup: Option<Startup>,
     pub gateway: Option<Gateway>,
     pub model: Vec<ModelRun>,
+    pub streaming: Vec<crate::streaming::StreamingRun>,
     pub recovery: Option<RecoveryRun>,
     pub limits_groups: Option<GroupsRun>,
     pub limits_shared: Option<SharedRun>,
@@ -125,6 +126,20 @@ impl Report {
     /// Compares what was measured with the targets Herald is designed for.
     pub fn judge(&mut self) {
         let mut verdicts = Vec::new();
+        for run in self.streaming.iter().filter(|run| run.mode == "edit") {
+            verdicts.push(verdict(
+                "first visible text p50, a model writing 20 words/s, streamed",
+                format!("{:.0} ms", run.first_text.p50_ms),
+                "<= 1500 ms",
+                run.first_text.p50_ms <= 1500.0,
+            ));
+            verdicts.push(verdict(
+                "requests over Telegram's windows while streaming",
+                run.rejected_429.to_string(),
+                "0",
+                run.rejected_429 == 0,
+            ));
+        }
         if let Some(gateway) = &self.gateway {
             for run in gateway.runs.iter().filter(|r| r.label == "lat") {
                 verdicts.push(verdict(
@@ -386,6 +401,41 @@ impl Report {
                             format!("{:.0}", r.latency.p90_ms),
                             format!("{:.0}", r.latency.p99_ms),
                             format!("{:.0}", r.latency.max_ms),
+                        ]
+                    })
+                    .collect(),
+            );
+        }
+        if !self.streaming.is_empty() {
+            table(
+                &mut out,
+                "A slow model streamed into place (Telegram's documented windows enforced)",
+                &[
+                    "streaming",
+                    "answers",
+                    "first text p50 ms",
+                    "p90 ms",
+                    "final p50 ms",
+                    "edits/answer",
+                    "most",
+                    "group first p50 ms",
+                    "group edits/answer",
+                    "429s",
+                ],
+                self.streaming
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.mode.to_owned(),
+                            r.answers.to_string(),
+                            format!("{:.0}", r.first_text.p50_ms),
+                            format!("{:.0}", r.first_text.p90_ms),
+                            format!("{:.0}", r.final_text.p50_ms),
+                            format!("{:.1}", r.edits_mean),
+                            r.edits_max.to_string(),
+                            format!("{:.0}", r.group_first_text.p50_ms),
+                            format!("{:.1}", r.group_edits_mean),
+                            r.rejected_429.to_string(),
                         ]
                     })
                     .collect(),
