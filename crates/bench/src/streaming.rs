@@ -183,7 +183,11 @@ async fn wait_for_final(
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("{done} of {} answers arrived whole:\n{}", chats.len(), herald.log_tail());
+            bail!(
+                "{done} of {} answers arrived whole:\n{}",
+                chats.len(),
+                herald.log_tail()
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use conformance::{Options, REPLY, Setup};
 use herald_testkit::discord::FakeDiscord;
 use herald_testkit::slack::FakeSlack;
-use herald_testkit::telegram::FakeTelegram;
+use herald_testkit::telegram::{FakeTelegram, FakeTelegramOptions};
 use herald_testkit::{FakePlatform, Reply};
 
 const WORDS: usize = 60;
@@ -136,26 +136,34 @@ async fn a_streamed_turn_retried_after_sigkill_edits_the_same_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streaming_in_a_group_keeps_the_per_chat_and_per_group_limits() {
-    let setup = Setup::with_options(FakeTelegram::start().await, streaming()).await;
+async fn streaming_keeps_telegrams_documented_per_chat_and_per_group_limits() {
+    // The fake refuses (429) and records every request over Telegram's own
+    // windows: 1 a second per chat, 20 a minute per group.
+    let fake = FakeTelegram::start_with(FakeTelegramOptions::realistic()).await;
+    let setup = Setup::with_options(fake, streaming()).await;
     let herald = setup.start().await;
     let group = setup.platform.group();
     let admin = setup.platform.admin();
-    for tag in ["One", "Two"] {
-        let final_text = answer(tag);
-        setup
-            .model
-            .push(Reply::Slow(Duration::from_millis(30), final_text.clone()));
-        setup.platform.send_group(&admin, &group, "go on", true).await;
-        let done = setup
-            .platform
-            .wait_until(REPLY, |fake| {
-                fake.bot_messages().iter().any(|m| m.text == visible(&final_text))
-            })
-            .await;
-        assert!(done, "{:#?}\n{}", setup.platform.bot_messages(), herald.stderr());
+    // A group answer and a direct one written at the same time, then a
+    // second group answer: the group's window is shared by all three.
+    let answers = [answer("One"), answer("Two"), answer("Three")];
+    for text in &answers {
+        setup.model.push(Reply::Slow(Duration::from_millis(50), text.clone()));
     }
-    assert_eq!(setup.platform.sent().len(), 2);
+    setup.platform.send_group(&admin, &group, "first", true).await;
+    setup.platform.send_dm(&admin, "meanwhile").await;
+    setup.platform.send_group(&admin, &group, "second", true).await;
+    let done = setup
+        .platform
+        .wait_until(Duration::from_secs(60), |fake| {
+            answers
+                .iter()
+                .all(|text| fake.bot_messages().iter().any(|m| m.text == visible(text)))
+        })
+        .await;
+    assert!(done, "{:#?}\n{}", setup.platform.bot_messages(), herald.stderr());
+    assert_eq!(setup.platform.sent().len(), 3, "one message per answer");
+    assert!(setup.platform.edits().len() >= 3, "the answers were streamed");
     assert!(
         setup.platform.violations().is_empty(),
         "{:?}",
@@ -218,4 +226,53 @@ async fn slack_and_discord_edit_a_streamed_answer_into_place() {
         "{:?}",
         discord.platform.violations()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_never_streams_so_an_acknowledgement_stays_silent() {
+    let dir = tempfile::tempdir().unwrap();
+    let checklist = dir.path().join("HEARTBEAT.md");
+    std::fs::write(&checklist, "# Checks\n\n- [ ] Is the disk on db-1 full?\n").unwrap();
+    let fake = FakeTelegram::start().await;
+    let admin = fake.admin();
+    let options = Options {
+        extra: format!(
+            "heartbeat:\n  every: 1s\n  target: telegram:{}\n  file: {}\nschedules:\n  tick: 200ms\n",
+            admin.id,
+            checklist.display()
+        ),
+        ..streaming()
+    };
+    let setup = Setup::with_options(fake, options).await;
+    // A heartbeat's answer is written slowly, a sentence first: a streamed
+    // turn would show it before the acknowledgement at its end.
+    setup.model.set_fallback(|request| {
+        let text = herald_testkit::openai::last_user_text(request).unwrap_or_default();
+        if text.contains("disk on db-1") {
+            Reply::Slow(
+                Duration::from_millis(100),
+                "All checks pass. Nothing needs attention. HEARTBEAT_OK".into(),
+            )
+        } else {
+            Reply::text(format!("echo: {text}"))
+        }
+    });
+    let herald = setup.start().await;
+    // The admin's chat becomes known, so the heartbeat has a conversation.
+    setup.platform.send_dm(&admin, "hello").await;
+    setup.sent(1, REPLY, &herald).await;
+    let asked = setup.model.requests().len();
+    tokio::time::timeout(REPLY, setup.model.wait_for_requests(asked + 3))
+        .await
+        .expect("heartbeats ran");
+    // The third heartbeat's answer is written by now: none showed.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        setup.platform.bot_messages().len(),
+        1,
+        "{:#?}\n{}",
+        setup.platform.bot_messages(),
+        herald.stderr()
+    );
+    assert_eq!(setup.platform.sent().len(), 1);
 }
