@@ -1,8 +1,11 @@
 //! The one outbound path every platform shares: render and chunk the reply
-//! as the platform shows it ([`PlatformSender::chunks`]), take a place in the platform's send windows (per chat,
-//! per group, per bot), send each chunk in order in the conversation's
-//! thread, and wait out a 429 for exactly as long as the platform asked
-//! before the next try.
+//! as the platform shows it ([`PlatformSender::chunks`]), take a place in
+//! the platform's send windows (per chat, per group, per bot), send each
+//! chunk in order in the conversation's thread, and wait out a 429 for
+//! exactly as long as the platform asked before the next try. An answer
+//! streamed into place is shown and edited through the same windows
+//! ([`ChannelOutbound::show_partial`], which never waits for one, and
+//! [`ChannelOutbound::finish`]).
 //!
 //! A platform adapter implements [`PlatformSender`] (one chunk, one request)
 //! and gets a [`ChannelOutbound`] from [`Delivery`].
@@ -32,6 +35,7 @@ use serde::Deserialize;
 use tracing::{debug, warn};
 
 use crate::chunk::{Limit, chunk};
+use crate::retry::{Retry, SEND};
 
 /// One message's worth of a reply, as the platform takes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,7 +57,6 @@ impl Chunk {
             .collect()
     }
 }
-use crate::retry::{Retry, SEND};
 
 /// One chunk, one platform request.
 #[async_trait]

@@ -459,3 +459,109 @@ async fn files_a_platform_cannot_take_are_refused_before_anything_is_sent() {
     );
     assert!(flaky.sent.lock().unwrap().is_empty());
 }
+
+/// A platform that edits its messages, recording every request.
+#[derive(Default)]
+struct Editor {
+    requests: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl PlatformSender for Editor {
+    fn channel(&self) -> ChannelName {
+        ChannelName::new("editor")
+    }
+    fn chunks(&self, text: &str) -> Vec<Chunk> {
+        Chunk::verbatim(
+            text,
+            Limit {
+                max: 10,
+                unit: LengthUnit::Chars,
+            },
+        )
+    }
+    async fn send_chunk(
+        &self,
+        _: &ConversationRef,
+        chunk: &Chunk,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<String, ChannelError> {
+        let mut requests = self.requests.lock().unwrap();
+        requests.push(format!("send {}", chunk.text));
+        let sends = requests.iter().filter(|request| request.starts_with("send")).count();
+        Ok(format!("m{sends}"))
+    }
+    fn edits(&self) -> bool {
+        true
+    }
+    async fn edit_chunk(&self, _: &ConversationRef, id: &str, chunk: &Chunk) -> Result<(), ChannelError> {
+        self.requests.lock().unwrap().push(format!("edit {id} {}", chunk.text));
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partial_answer_is_shown_then_edited_and_finished_in_place() {
+    let editor = Arc::new(Editor::default());
+    let limiter = Arc::new(LocalLimiter::new(TokioClock::new()));
+    let delivery = Delivery::with_limiter(editor.clone(), &limits(Some("1/s"), None), limiter).with_streaming(true);
+    assert!(delivery.streams());
+    let message = reply(conversation(), 0);
+    let shown = delivery.show_partial(&message, None, "Sure.").await.unwrap();
+    assert_eq!(shown, Partial::Shown("m1".into()));
+    // Within the chat's second the window is full: skipped, not waited for.
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        delivery.show_partial(&message, Some("m1"), "Sure. Here").await.unwrap(),
+        Partial::Skipped
+    );
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Outgrowing one message: its first part shows, the rest waits.
+    assert_eq!(
+        delivery
+            .show_partial(&message, Some("m1"), "Sure. Here is more")
+            .await
+            .unwrap(),
+        Partial::Full("m1".into())
+    );
+    let finished = delivery
+        .finish(
+            &OutboundMessage {
+                text: "Sure. Here is all of it".into(),
+                ..message
+            },
+            "m1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished.platform_message_ids, ["m1", "m2", "m3"]);
+    assert_eq!(
+        *editor.requests.lock().unwrap(),
+        [
+            "send Sure.",
+            "edit m1 Sure.",
+            "edit m1 Sure.",
+            "send Here is",
+            "send all of it"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_channel_streams_only_when_configured_and_able() {
+    let limiter: Arc<dyn SendLimiter> = Arc::new(LocalLimiter::new(TokioClock::new()));
+    let editor = Delivery::with_limiter(Arc::new(Editor::default()), &RateLimits::default(), limiter.clone());
+    assert!(!editor.streams(), "streaming: off");
+    let flaky = Delivery::with_limiter(
+        Arc::new(Flaky {
+            limited: Mutex::new(0),
+            sent: Mutex::new(Vec::new()),
+        }),
+        &RateLimits::default(),
+        limiter,
+    )
+    .with_streaming(true);
+    assert!(!flaky.streams(), "a platform that cannot edit does not stream");
+}
