@@ -239,7 +239,15 @@ impl Agent {
             }
         }
         .map_err(Failure::store)?;
-        if let Some(text) = recorded.reply.filter(|t| !t.trim().is_empty()) {
+        // A streamed answer already shows: it ends as the turn's text, even
+        // when a tool sent that text too, rather than stay half written.
+        let reply = recorded.reply.filter(|t| !t.trim().is_empty()).or_else(|| {
+            turn.shown
+                .as_ref()
+                .map(|_| outcome.text.clone())
+                .filter(|t| !t.trim().is_empty())
+        });
+        if let Some(text) = reply {
             // The reply slot is sent only after its turn is recorded, so a
             // turn this attempt recorded first has no receipt to look for.
             let receipts = if first { Receipts::NoneYet } else { Receipts::Check };
