@@ -45,6 +45,25 @@ pub(crate) fn parser(text: &str) -> Parser<'_> {
     )
 }
 
+/// `&`, `<` and `>` as `&amp;`, `&lt;` and `&gt;`: the escapes Telegram's
+/// HTML and Slack's message text both need (and all they need).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    escape_into(&mut out, text);
+    out
+}
+
+pub(crate) fn escape_into(out: &mut String, text: &str) {
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+}
+
 /// Whether a link may be followed: the schemes a chat client or a mail
 /// reader opens without surprise.
 pub(crate) fn safe_url(url: &str) -> bool {

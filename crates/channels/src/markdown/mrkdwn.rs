@@ -19,23 +19,9 @@ pub fn render(markdown: &str) -> String {
     writer.out.trim_end().to_owned()
 }
 
-/// Slack's three escapes for message text.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    escape_into(&mut out, text);
-    out
-}
-
-fn escape_into(out: &mut String, text: &str) {
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
-}
+/// Slack's three escapes for message text (the same as HTML's).
+pub use super::escape;
+use super::escape_into;
 
 /// A URL inside `<…|…>`: the characters that would end it, encoded.
 fn link_target(url: &str) -> String {

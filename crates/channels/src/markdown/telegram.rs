@@ -14,7 +14,7 @@
 //! bold lines, lists `•`/`1.` lines, tables preformatted; `<`, `>` and `&`
 //! in text are escaped; `||spoilers||` stay text.
 
-use super::{Dialect, Style, walk};
+use super::{Dialect, Style, escape, escape_into, walk};
 use crate::chunk::{LengthUnit, split_within};
 
 /// An answer as Telegram shows it: the visible text and where tags go.
@@ -142,24 +142,6 @@ fn apply(open: &mut Vec<usize>, mark: &Mark) {
 
 fn skip_space(text: &str, from: usize) -> usize {
     from + (text[from..].len() - text[from..].trim_start().len())
-}
-
-/// Text for Telegram's HTML: `<`, `>` and `&` as entities.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    escape_into(&mut out, text);
-    out
-}
-
-fn escape_into(out: &mut String, text: &str) {
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
 }
 
 fn escape_attribute(text: &str) -> String {
