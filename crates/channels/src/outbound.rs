@@ -93,6 +93,13 @@ pub trait PlatformSender: Send + Sync {
         false
     }
 
+    /// A window every edit of the bot takes a place in, beside the
+    /// conversation's: a platform that limits its edit method on its own
+    /// (Slack's `chat.update`, Tier 3: about 50 a minute per workspace).
+    fn edit_window(&self) -> Option<Window> {
+        None
+    }
+
     /// Replaces the text of the bot's message `message_id` with `chunk`. An
     /// edit to the text the message already shows succeeds.
     async fn edit_chunk(
@@ -238,6 +245,8 @@ pub struct Delivery<S> {
     limiter: Arc<dyn SendLimiter>,
     /// `channels.<name>.streaming: edit`.
     streaming: bool,
+    /// After a 429 on a partial answer, none is tried before this instant.
+    partials_paused: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl<S: PlatformSender> Delivery<S> {
@@ -262,6 +271,7 @@ impl<S: PlatformSender> Delivery<S> {
             limits: limits.clone(),
             limiter,
             streaming: false,
+            partials_paused: std::sync::Mutex::new(None),
         }
     }
 
@@ -272,10 +282,17 @@ impl<S: PlatformSender> Delivery<S> {
         self
     }
 
-    /// The windows a send to `conversation` must fit in.
-    fn limits_for(&self, conversation: &ConversationRef) -> Vec<SendLimit> {
+    /// The windows a send (or an edit, with `edit`) to `conversation` must
+    /// fit in.
+    fn limits_for(&self, conversation: &ConversationRef, edit: bool) -> Vec<SendLimit> {
         let channel = self.sender.channel();
-        let mut limits = Vec::with_capacity(3);
+        let mut limits = Vec::with_capacity(4);
+        if edit && let Some(window) = self.sender.edit_window() {
+            limits.push(SendLimit {
+                key: format!("{channel}:edits"),
+                window,
+            });
+        }
         if let Some(rate) = self.limits.per_chat {
             limits.push(SendLimit {
                 key: format!("{channel}:chat:{}", conversation.chat),
@@ -348,7 +365,7 @@ impl<S: PlatformSender> Delivery<S> {
     ) -> Result<String, ChannelError> {
         let mut retry = Retry::new(SEND);
         let channel = self.sender.channel();
-        let limits = self.limits_for(conversation);
+        let limits = self.limits_for(conversation, matches!(part, Part::Edit(..)));
         loop {
             let taken = self.take_place(&limits).await?;
             let result = match part {
@@ -414,7 +431,15 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
         let Some(first) = chunks.first() else {
             return Ok(Partial::Skipped);
         };
-        let limits = self.limits_for(&message.conversation);
+        if self
+            .partials_paused
+            .lock()
+            .expect("not poisoned")
+            .is_some_and(|until| tokio::time::Instant::now() < until)
+        {
+            return Ok(Partial::Skipped);
+        }
+        let limits = self.limits_for(&message.conversation, shown.is_some());
         // A partial answer never waits for a window: the next one will do.
         let taken = if limits.is_empty() {
             None
@@ -450,6 +475,13 @@ impl<S: PlatformSender> ChannelOutbound for Delivery<S> {
                 })
             }
             Err(err @ ChannelError::Fatal(_)) => Err(err),
+            Err(ChannelError::RateLimited { retry_after }) => {
+                // The platform asked for a pause: no partial answer until it is over.
+                metrics::counter!("herald_platform_rate_limited_total", "channel" => channel.to_string()).increment(1);
+                warn!(channel = %channel, ?retry_after, "platform rate limit on a partial answer; pausing them");
+                *self.partials_paused.lock().expect("not poisoned") = Some(tokio::time::Instant::now() + retry_after);
+                Ok(Partial::Skipped)
+            }
             Err(err) => {
                 debug!(channel = %channel, error = %err, "a partial answer was not shown; the next one may be");
                 Ok(Partial::Skipped)

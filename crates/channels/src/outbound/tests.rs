@@ -460,10 +460,13 @@ async fn files_a_platform_cannot_take_are_refused_before_anything_is_sent() {
     assert!(flaky.sent.lock().unwrap().is_empty());
 }
 
-/// A platform that edits its messages, recording every request.
+/// A platform that edits its messages, recording every request; it answers
+/// 429 (3 s) to its first `limited` edits, and may limit edits on its own.
 #[derive(Default)]
 struct Editor {
     requests: Mutex<Vec<String>>,
+    limited: Mutex<u32>,
+    edit_window: Option<Window>,
 }
 
 #[async_trait]
@@ -497,8 +500,74 @@ impl PlatformSender for Editor {
     }
     async fn edit_chunk(&self, _: &ConversationRef, id: &str, chunk: &Chunk) -> Result<(), ChannelError> {
         self.requests.lock().unwrap().push(format!("edit {id} {}", chunk.text));
+        let mut limited = self.limited.lock().unwrap();
+        if *limited > 0 {
+            *limited -= 1;
+            return Err(ChannelError::RateLimited {
+                retry_after: Duration::from_secs(3),
+            });
+        }
         Ok(())
     }
+    fn edit_window(&self) -> Option<Window> {
+        self.edit_window
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_on_a_partial_answer_pauses_them_for_as_long_as_asked() {
+    let editor = Arc::new(Editor {
+        limited: Mutex::new(1),
+        ..Editor::default()
+    });
+    let limiter = Arc::new(LocalLimiter::new(TokioClock::new()));
+    let delivery = Delivery::with_limiter(editor.clone(), &RateLimits::default(), limiter).with_streaming(true);
+    let message = reply(conversation(), 0);
+    let show = |text: &'static str| delivery.show_partial(&message, Some("m1"), text);
+    assert_eq!(show("a").await.unwrap(), Partial::Skipped, "refused with a 429");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(show("a b").await.unwrap(), Partial::Skipped, "paused: no request");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(show("a b c").await.unwrap(), Partial::Shown("m1".into()));
+    assert_eq!(*editor.requests.lock().unwrap(), ["edit m1 a", "edit m1 a b c"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn edits_keep_the_platforms_own_edit_window() {
+    let editor = Arc::new(Editor {
+        edit_window: Some(Window {
+            count: 2,
+            per: Duration::from_secs(60),
+        }),
+        ..Editor::default()
+    });
+    let limiter = Arc::new(LocalLimiter::new(TokioClock::new()));
+    let delivery = Delivery::with_limiter(editor.clone(), &RateLimits::default(), limiter).with_streaming(true);
+    let message = reply(conversation(), 0);
+    for text in ["a", "a b"] {
+        assert_eq!(
+            delivery.show_partial(&message, Some("m1"), text).await.unwrap(),
+            Partial::Shown("m1".into())
+        );
+    }
+    assert_eq!(
+        delivery.show_partial(&message, Some("m1"), "a b c").await.unwrap(),
+        Partial::Skipped
+    );
+    // The final edit waits for the window instead.
+    let started = tokio::time::Instant::now();
+    delivery
+        .finish(
+            &OutboundMessage {
+                text: "a b c d".into(),
+                ..message
+            },
+            "m1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(started.elapsed(), Duration::from_secs(60));
+    assert_eq!(editor.requests.lock().unwrap().len(), 3);
 }
 
 #[tokio::test(start_paused = true)]

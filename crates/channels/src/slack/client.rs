@@ -275,6 +275,14 @@ impl PlatformSender for SlackSender {
         true
     }
 
+    /// `chat.update` is Tier 3: "50+ per minute" per workspace.
+    fn edit_window(&self) -> Option<herald_core::rate::Window> {
+        Some(herald_core::rate::Window {
+            count: 50,
+            per: Duration::from_secs(60),
+        })
+    }
+
     /// `chat.update` of the bot's message `<channel>:<ts>`.
     async fn edit_chunk(&self, _: &ConversationRef, message_id: &str, chunk: &Chunk) -> Result<(), ChannelError> {
         let request = render::update_message(message_id, &chunk.text)?;
