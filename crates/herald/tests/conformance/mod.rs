@@ -113,6 +113,9 @@ pub struct Options {
     pub more_admins: Vec<String>,
     /// `log.level`.
     pub log_level: &'static str,
+    /// A real model server (its `base_url` and model name) in place of the
+    /// scripted model.
+    pub real_model: Option<(String, String)>,
 }
 
 impl Default for Options {
@@ -124,6 +127,7 @@ impl Default for Options {
             llm: String::new(),
             more_admins: Vec::new(),
             log_level: "warn,herald=info,herald_agent=info",
+            real_model: None,
         }
     }
 }
@@ -171,13 +175,20 @@ impl<P: FakePlatform> Setup<P> {
             .unwrap_or_else(|| format!("sqlite://{}", dir.path().join("herald.db").display()));
         let text = format!(
             "storage:\n  url: {storage_url}\n\
-             llm:\n  base_url: {base}\n  api_key: test-key\n  model: scripted\n  retry_base: 10ms\n  retry_max: 50ms\n{llm}\
+             llm:\n  base_url: {base}\n  api_key: test-key\n  model: {model_name}\n  retry_base: 10ms\n  retry_max: 50ms\n{llm}\
              queue:\n  lease: 2s\n\
              admins: [\"{channel}:{admin}\"{more_admins}]\n\
              access:\n  unknown: {unknown}\n\
              log:\n  level: \"{log_level}\"\n\
              channels:\n  {channel}:\n{channel_yaml}{extra}",
-            base = model.base_url(),
+            base = options
+                .real_model
+                .as_ref()
+                .map_or_else(|| model.base_url(), |(url, _)| url.clone()),
+            model_name = options
+                .real_model
+                .as_ref()
+                .map_or("scripted", |(_, name)| name.as_str()),
             channel = platform.channel(),
             admin = admin.id,
             more_admins = options
