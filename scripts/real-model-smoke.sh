@@ -187,7 +187,7 @@ if good_reply "$reply"; then verdict PASS "after the long message" "$(short "$re
 # Step: the model's stream shown in place on the fake Telegram, through
 # `herald run` (crates/herald/tests/real_model.rs).
 if streamed="$(HERALD_REAL_MODEL_URL="http://127.0.0.1:$port/v1" HERALD_REAL_MODEL=smollm2 \
-  cargo test -q --locked -p herald --test real_model -- --nocapture 2>&1)"; then
+  cargo test -q --locked -p herald --test real_model -- --ignored --nocapture 2>&1)"; then
   verdict PASS "streamed into place" "$(printf '%s' "$streamed" | grep -m1 'edit(s)' | cut -c1-90)"
 else
   verdict FAIL "streamed into place" "$(printf '%s' "$streamed" | grep -m1 -E 'panicked|error' | cut -c1-90)"

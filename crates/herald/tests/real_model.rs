@@ -1,8 +1,8 @@
 //! A real model's stream, shown in place on the fake Telegram: run by
 //! `scripts/real-model-smoke.sh`, which starts llama-cpp-python's server
 //! with a small model and sets `HERALD_REAL_MODEL_URL` (and
-//! `HERALD_REAL_MODEL`, the model's name). Without them there is no
-//! server to talk to, and the test says so and passes.
+//! `HERALD_REAL_MODEL`, the model's name) and runs it with `--ignored`;
+//! the suite skips it, having no server to talk to.
 
 #[macro_use]
 mod conformance;
@@ -14,11 +14,10 @@ use herald_testkit::FakePlatform;
 use herald_testkit::telegram::FakeTelegram;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real model server: scripts/real-model-smoke.sh runs it"]
 async fn a_real_models_stream_is_shown_in_place_and_ends_as_its_answer() {
-    let Ok(url) = std::env::var("HERALD_REAL_MODEL_URL") else {
-        eprintln!("HERALD_REAL_MODEL_URL is not set: no real model server to stream from");
-        return;
-    };
+    let url = std::env::var("HERALD_REAL_MODEL_URL")
+        .expect("HERALD_REAL_MODEL_URL names the real model server (scripts/real-model-smoke.sh sets it)");
     let name = std::env::var("HERALD_REAL_MODEL").unwrap_or_else(|_| "smollm2".into());
     let options = Options {
         real_model: Some((url, name)),
