@@ -172,8 +172,12 @@ async fn streaming_keeps_telegrams_documented_per_chat_and_per_group_limits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slack_and_discord_edit_a_streamed_answer_into_place() {
-    let final_text = answer("Done");
+async fn slack_and_discord_edit_a_streamed_answer_into_place_and_no_edit_pings() {
+    // A hostile answer: every partial edit of it is read for mentions anew.
+    let final_text = format!(
+        "@everyone @here <!channel> <@U0123ABC> <@123456789012345678> <@&987654321> listen.\n\n{}",
+        answer("Done")
+    );
     let slack = Setup::with_options(FakeSlack::start_quick().await, streaming()).await;
     let herald = slack.start().await;
     slack
@@ -190,6 +194,12 @@ async fn slack_and_discord_edit_a_streamed_answer_into_place() {
     assert!(done, "{:#?}\n{}", slack.platform.bot_messages(), herald.stderr());
     assert_eq!(slack.platform.sent().len(), 1);
     assert!(!slack.platform.edits().is_empty());
+    assert!(slack.platform.mentions().is_empty(), "{:?}", slack.platform.mentions());
+    assert!(
+        slack.platform.format_findings().is_empty(),
+        "{:?}",
+        slack.platform.format_findings()
+    );
     assert!(
         slack.platform.violations().is_empty(),
         "{:?}",
@@ -221,6 +231,15 @@ async fn slack_and_discord_edit_a_streamed_answer_into_place() {
     }
     assert_eq!(discord.platform.sent().len(), 1);
     assert!(!discord.platform.edits().is_empty());
+    // Only the person asked is notified (the reply's reference), by no edit.
+    let asker = format!("user:{}", discord.platform.admin().id);
+    let others: Vec<String> = discord
+        .platform
+        .pings()
+        .into_iter()
+        .filter(|ping| *ping != asker)
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
     assert!(
         discord.platform.violations().is_empty(),
         "{:?}",
