@@ -4,7 +4,7 @@
 //! ([`herald_core::ChannelOutbound::finish`]).
 //!
 //! The turn tells a [`Watcher`] its text; [`Agent::stream_partial`] reads
-//! it and decides, with the pure [`Pace`], when a person should see more:
+//! it and decides, with the pure [`Pacer`], when a person should see more:
 //! the first part once there is a sentence or a second has passed, then at
 //! most one edit a second, and never when a send window is full (the
 //! channel skips it; a busy group gets fewer edits). An answer that
@@ -131,7 +131,6 @@ impl Agent {
         mut shown: Option<String>,
         visible: watch::Sender<bool>,
     ) -> Option<String> {
-        let pace = Pace::default();
         let message = OutboundMessage {
             conversation: scope.conversation.clone(),
             text: String::new(),
@@ -139,80 +138,49 @@ impl Agent {
             idempotency_key: Some(format!("task:{task}:reply")),
             files: Vec::new(),
         };
-        let mut first_text: Option<Instant> = None;
-        let mut last_shown: Option<Instant> = None;
-        let mut showing = String::new();
-        let mut round = 0;
-        let mut full = false;
+        let mut pacer = Pacer::new(Pace::default(), shown.is_some());
         loop {
             let current = progress.borrow_and_update().clone();
-            if current.round != round {
-                round = current.round;
-                first_text = None;
-                // Tool rounds show nothing but that work goes on.
-                if shown.is_some() && !full && showing != WORKING {
-                    self.show(channel, &message, &mut shown, WORKING, &mut full, task).await;
-                    showing = WORKING.to_owned();
-                    last_shown = Some(Instant::now());
-                }
-            }
-            if !current.text.trim().is_empty() {
-                first_text.get_or_insert_with(Instant::now);
-            }
-            let due = match (full, first_text) {
-                (false, Some(first)) if current.text != showing => pace.next_show(&current.text, first, last_shown),
-                _ => None,
-            };
-            if let Some(at) = due
-                && at <= Instant::now()
-            {
-                if self
-                    .show(channel, &message, &mut shown, &current.text, &mut full, task)
-                    .await
-                {
-                    showing = current.text.clone();
-                    last_shown = Some(Instant::now());
-                    visible.send_replace(true);
-                } else {
-                    // A full window: try again shortly.
-                    last_shown = Some(Instant::now() - pace.every + Duration::from_millis(250));
-                }
-                continue;
-            }
-            tokio::select! {
-                changed = progress.changed() => {
-                    if changed.is_err() {
-                        return shown;
+            match pacer.next(&current, Instant::now()) {
+                Step::Show(text) => {
+                    let outcome = self.show(channel, &message, &mut shown, &text, task).await;
+                    if matches!(outcome, Outcome::Showing | Outcome::Full) {
+                        visible.send_replace(true);
                     }
+                    pacer.shown(&text, outcome, Instant::now());
                 }
-                () = sleep_until(due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600))), if due.is_some() => {}
+                Step::Wait(until) => tokio::select! {
+                    changed = progress.changed() => {
+                        if changed.is_err() {
+                            return shown;
+                        }
+                    }
+                    () = sleep_until(until.unwrap_or_else(Instant::now)), if until.is_some() => {}
+                },
             }
         }
     }
 
-    /// One partial show; whether it went out. The first message shown is
-    /// recorded as the reply's draft before anything else happens.
+    /// One partial show. The first message shown is recorded as the reply's
+    /// draft before anything else happens.
     async fn show(
         &self,
         channel: &dyn ChannelOutbound,
         message: &OutboundMessage,
         shown: &mut Option<String>,
         text: &str,
-        full: &mut bool,
         task: TaskId,
-    ) -> bool {
-        let (id, now_full) = match channel.show_partial(message, shown.as_deref(), text).await {
-            Ok(Partial::Shown(id)) => (id, false),
-            Ok(Partial::Full(id)) => (id, true),
-            Ok(Partial::Skipped) => return false,
+    ) -> Outcome {
+        let (id, outcome) = match channel.show_partial(message, shown.as_deref(), text).await {
+            Ok(Partial::Shown(id)) => (id, Outcome::Showing),
+            Ok(Partial::Full(id)) => (id, Outcome::Full),
+            Ok(Partial::Skipped) => return Outcome::Skipped,
             Err(err) => {
                 // The reply still goes out whole when the turn is done.
                 debug!(error = %err, "a partial answer could not be shown; streaming stops");
-                *full = true;
-                return false;
+                return Outcome::Failed;
             }
         };
-        *full = now_full;
         if shown.is_none() {
             let receipt = DeliveryReceipt {
                 task,
@@ -227,7 +195,101 @@ impl Agent {
             }
             *shown = Some(id);
         }
-        true
+        outcome
+    }
+}
+
+/// What one partial show came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The text shows.
+    Showing,
+    /// Its first part shows; the answer outgrew one message.
+    Full,
+    /// Not sent (a full window): the same text is tried again shortly.
+    Skipped,
+    /// The platform refused: nothing more is shown until the answer is whole.
+    Failed,
+}
+
+/// What the stream does next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Show(String),
+    /// Nothing until the text changes, or until this instant.
+    Wait(Option<Instant>),
+}
+
+/// Decides, from the turn's progress, what a person sees and when. Pure:
+/// times are given.
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    pace: Pace,
+    /// A message shows (from this attempt or an earlier one).
+    has_message: bool,
+    /// What it shows.
+    showing: String,
+    first_text: Option<Instant>,
+    last_shown: Option<Instant>,
+    /// A skipped show is tried again then.
+    retry_at: Option<Instant>,
+    round: u32,
+    /// Nothing more is shown until the answer is whole.
+    done: bool,
+}
+
+/// How soon a show skipped for a full window is tried again.
+const RETRY_SKIPPED: Duration = Duration::from_millis(250);
+
+impl Pacer {
+    pub(crate) fn new(pace: Pace, has_message: bool) -> Self {
+        Self {
+            pace,
+            has_message,
+            showing: String::new(),
+            first_text: None,
+            last_shown: None,
+            retry_at: None,
+            round: 0,
+            done: false,
+        }
+    }
+
+    pub(crate) fn next(&mut self, progress: &Progress, now: Instant) -> Step {
+        if progress.round != self.round {
+            self.round = progress.round;
+            self.first_text = None;
+            // Tool rounds show nothing but that work goes on.
+            if self.has_message && !self.done && self.showing != WORKING {
+                return Step::Show(WORKING.to_owned());
+            }
+        }
+        if self.done || progress.text.trim().is_empty() || progress.text == self.showing {
+            return Step::Wait(None);
+        }
+        let first = *self.first_text.get_or_insert(now);
+        let due = self
+            .pace
+            .next_show(&progress.text, first, self.last_shown)
+            .map(|due| self.retry_at.map_or(due, |retry| due.max(retry)));
+        match due {
+            Some(due) if due <= now => Step::Show(progress.text.clone()),
+            due => Step::Wait(due),
+        }
+    }
+
+    pub(crate) fn shown(&mut self, text: &str, outcome: Outcome, now: Instant) {
+        match outcome {
+            Outcome::Showing | Outcome::Full => {
+                text.clone_into(&mut self.showing);
+                self.has_message = true;
+                self.last_shown = Some(now);
+                self.retry_at = None;
+                self.done = outcome == Outcome::Full;
+            }
+            Outcome::Skipped => self.retry_at = Some(now + RETRY_SKIPPED),
+            Outcome::Failed => self.done = true,
+        }
     }
 }
 
@@ -257,6 +319,94 @@ mod tests {
             pace.next_show("Sure. Here is more", start, Some(shown)),
             Some(shown + Duration::from_secs(1))
         );
+    }
+
+    fn progress(text: &str, round: u32) -> Progress {
+        Progress {
+            text: text.to_owned(),
+            round,
+        }
+    }
+
+    #[test]
+    fn the_pacer_shows_a_sentence_at_once_and_edits_a_second_apart() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new(Pace::default(), false);
+        assert_eq!(pacer.next(&progress("", 0), start), Step::Wait(None));
+        let second = start + Duration::from_secs(1);
+        assert_eq!(pacer.next(&progress("Here is", 0), start), Step::Wait(Some(second)));
+        assert_eq!(
+            pacer.next(&progress("Here is one.", 0), start),
+            Step::Show("Here is one.".into())
+        );
+        pacer.shown("Here is one.", Outcome::Showing, start);
+        assert_eq!(pacer.next(&progress("Here is one.", 0), start), Step::Wait(None));
+        assert_eq!(
+            pacer.next(&progress("Here is one. And", 0), start),
+            Step::Wait(Some(second))
+        );
+        assert_eq!(
+            pacer.next(&progress("Here is one. And", 0), second),
+            Step::Show("Here is one. And".into())
+        );
+    }
+
+    #[test]
+    fn a_skipped_show_is_tried_again_shortly_and_a_refusal_ends_the_stream() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new(Pace::default(), false);
+        assert_eq!(pacer.next(&progress("Sure.", 0), start), Step::Show("Sure.".into()));
+        pacer.shown("Sure.", Outcome::Skipped, start);
+        assert_eq!(
+            pacer.next(&progress("Sure.", 0), start),
+            Step::Wait(Some(start + RETRY_SKIPPED))
+        );
+        assert_eq!(
+            pacer.next(&progress("Sure.", 0), start + RETRY_SKIPPED),
+            Step::Show("Sure.".into())
+        );
+        pacer.shown("Sure.", Outcome::Failed, start + RETRY_SKIPPED);
+        assert_eq!(
+            pacer.next(&progress("Sure. More.", 0), start + Duration::from_secs(9)),
+            Step::Wait(None)
+        );
+    }
+
+    #[test]
+    fn a_tool_round_replaces_shown_text_with_a_status_and_an_outgrown_message_stays() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new(Pace::default(), false);
+        // Before anything shows, a tool round shows nothing.
+        assert_eq!(pacer.next(&progress("", 1), start), Step::Wait(None));
+        assert_eq!(
+            pacer.next(&progress("Let me look.", 1), start),
+            Step::Show("Let me look.".into())
+        );
+        pacer.shown("Let me look.", Outcome::Showing, start);
+        let later = start + Duration::from_secs(2);
+        assert_eq!(pacer.next(&progress("", 2), later), Step::Show(WORKING.into()));
+        pacer.shown(WORKING, Outcome::Showing, later);
+        // The answer after the tools replaces the status.
+        let answer = progress("It is 12 °C.", 2);
+        assert_eq!(
+            pacer.next(&answer, later + Duration::from_secs(1)),
+            Step::Show(answer.text.clone())
+        );
+        pacer.shown(&answer.text, Outcome::Full, later + Duration::from_secs(1));
+        assert_eq!(
+            pacer.next(&progress("It is 12 °C. More", 2), later + Duration::from_secs(5)),
+            Step::Wait(None)
+        );
+        assert_eq!(
+            pacer.next(&progress("", 3), later + Duration::from_secs(5)),
+            Step::Wait(None)
+        );
+    }
+
+    #[test]
+    fn an_earlier_attempts_message_gets_the_status_too() {
+        let mut pacer = Pacer::new(Pace::default(), true);
+        assert_eq!(pacer.next(&progress("", 1), Instant::now()), Step::Show(WORKING.into()));
     }
 
     #[test]
