@@ -13,19 +13,17 @@ use super::{Agent, Failure};
 impl Agent {
     /// Sends one slot of a task's output once: skipped when a receipt exists.
     /// Returns the receipt when it is to be written with the completion.
-    /// `shown` is the message a streamed reply's partial answer is showing
-    /// in: it is edited into the reply instead of a first send.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn deliver(
         &self,
         task: TaskId,
-        slot: &str,
         scope: &TurnScope,
         text: &str,
-        receipts: Receipts,
-        written: Written,
-        shown: Option<&str>,
+        how: Slot<'_>,
     ) -> Result<Option<DeliveryReceipt>, Failure> {
+        let (slot, receipts, shown) = match how {
+            Slot::Notice(name) => (name, Receipts::Check, None),
+            Slot::Reply { receipts, shown } => ("reply", receipts, shown),
+        };
         let conversations = &self.parts.conversations;
         if receipts == Receipts::Check
             && conversations
@@ -59,8 +57,8 @@ impl Agent {
             platform_message_ids: sent.platform_message_ids,
             delivered_at: chrono::Utc::now(),
         };
-        match written {
-            Written::WithCompletion => {
+        match how {
+            Slot::Reply { .. } => {
                 debug!(
                     slot,
                     chars = text.chars().count(),
@@ -68,7 +66,7 @@ impl Agent {
                 );
                 Ok(Some(receipt))
             }
-            Written::Now => {
+            Slot::Notice(_) => {
                 conversations.record_delivery(&receipt).await.map_err(Failure::store)?;
                 info!(slot, chars = text.chars().count(), "delivered");
                 Ok(None)
@@ -84,12 +82,9 @@ impl Agent {
         if let Err(err) = self
             .deliver(
                 lease.task.id,
-                "failure",
                 scope,
                 &self.parts.config.failure_notice,
-                Receipts::Check,
-                Written::Now,
-                None,
+                Slot::Notice("failure"),
             )
             .await
         {
@@ -119,13 +114,17 @@ pub(super) struct Served {
     pub(super) last_receipt: Option<DeliveryReceipt>,
 }
 
-/// When a slot's receipt is written: right after the send, or with the
-/// task's completion (the reply, the task's last send). Either way before
-/// the task is done, so a retry finds it.
+/// Which slot of a task's output goes out, and so when its receipt is
+/// written: a notice's right after the send, the reply's (the task's last
+/// send) with the task's completion. Either way before the task is done, so
+/// a retry finds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Written {
-    Now,
-    WithCompletion,
+pub(super) enum Slot<'a> {
+    /// A notice (`notice:N`, `failure`): its receipt is always looked up first.
+    Notice(&'a str),
+    /// The reply. `shown` is the message a streamed answer is showing in:
+    /// it is edited into the reply instead of a first send.
+    Reply { receipts: Receipts, shown: Option<&'a str> },
 }
 
 /// Whether a slot may have a receipt already, and must be looked up first.

@@ -12,7 +12,7 @@ use herald_core::{
 use tokio::sync::watch;
 use tracing::info;
 
-use super::outbox::{Receipts, Served, Written};
+use super::outbox::{Receipts, Served, Slot};
 use super::record::recording;
 use super::stream::{Progress, Watcher};
 use super::typing::{self, TYPING_AFTER};
@@ -103,12 +103,12 @@ impl Agent {
         let receipt = self
             .deliver(
                 task,
-                "reply",
                 scope,
                 &entry.text,
-                Receipts::Check,
-                Written::WithCompletion,
-                shown.as_deref(),
+                Slot::Reply {
+                    receipts: Receipts::Check,
+                    shown: shown.as_deref(),
+                },
             )
             .await?;
         Ok(Served { last_receipt: receipt })
@@ -203,16 +203,8 @@ impl Agent {
             return Ok(Served::default());
         };
         for (index, notice) in outcome.notices.iter().enumerate() {
-            self.deliver(
-                task,
-                &format!("notice:{index}"),
-                scope,
-                notice,
-                Receipts::Check,
-                Written::Now,
-                None,
-            )
-            .await?;
+            self.deliver(task, scope, notice, Slot::Notice(&format!("notice:{index}")))
+                .await?;
         }
         // The prompt's accounting (for `herald explain`) goes with the
         // record, in the same round trip.
@@ -254,12 +246,12 @@ impl Agent {
             let receipt = self
                 .deliver(
                     task,
-                    "reply",
                     scope,
                     &text,
-                    receipts,
-                    Written::WithCompletion,
-                    turn.shown.as_deref(),
+                    Slot::Reply {
+                        receipts,
+                        shown: turn.shown.as_deref(),
+                    },
                 )
                 .await?;
             return Ok(Served { last_receipt: receipt });
